@@ -1,0 +1,49 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+# Each creates .venv when it is missing and installs what it needs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+TSTAMP := $(VENV)/.installed-test
+
+.PHONY: demo test lint format type integration_tests benchmark notebooks clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(TSTAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e . --group test --group lint
+	touch $(STAMP) $@
+
+demo: $(STAMP)
+	$(BIN)/tdai-recall demo
+
+test: $(TSTAMP)
+	$(BIN)/python -m pytest
+
+lint: $(TSTAMP)
+	$(BIN)/ruff check langchain_tdai_recall tests benchmarks
+	$(BIN)/ruff format --check langchain_tdai_recall tests benchmarks
+
+format: $(TSTAMP)
+	$(BIN)/ruff format langchain_tdai_recall tests benchmarks
+	$(BIN)/ruff check --fix langchain_tdai_recall tests benchmarks
+
+type: $(TSTAMP)
+	$(BIN)/mypy langchain_tdai_recall
+
+integration_tests: $(TSTAMP)
+	$(BIN)/python -m pytest tests/integration_tests
+
+benchmark: $(TSTAMP)
+	$(BIN)/python benchmarks/quality/locomo.py
+	$(BIN)/python benchmarks/quality/zh_eval.py
+	$(BIN)/python benchmarks/perf/latency.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

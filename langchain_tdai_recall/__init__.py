@@ -1,0 +1,102 @@
+"""Layered long-term memory with automatic recall for LangChain and LangGraph agents.
+
+Open a store with `TdaiMemory.open(path)`, then add `memory.middleware()` to
+`langchain.agents.create_agent(...)`, put `memory.as_runnable()` in an LCEL chain, or give
+`memory.tools()` to an agent executor.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+from langchain_tdai_recall.config import (
+    CaptureConfig,
+    EmbeddingConfig,
+    RecallConfig,
+    StoreConfig,
+    TdaiConfig,
+    ToolsConfig,
+)
+from langchain_tdai_recall.errors import (
+    ConfigError,
+    EmbeddingError,
+    ImportUpstreamError,
+    IndexCorruptedError,
+    MissingDependencyError,
+    RecallTimeoutError,
+    ScopeError,
+    StoreClosedError,
+    StoreError,
+    TdaiRecallError,
+    ToolBudgetExceededError,
+)
+from langchain_tdai_recall.memory import TdaiMemory
+from langchain_tdai_recall.types import (
+    ImportReport,
+    MemoryHit,
+    MemoryRecord,
+    MessageHit,
+    MessageRecord,
+    RecalledMemory,
+    RecallResult,
+    SceneBlock,
+    SceneInfo,
+    StoreStats,
+)
+
+if TYPE_CHECKING:
+    from langchain_tdai_recall.middleware import TdaiRecallMiddleware
+    from langchain_tdai_recall.tools import create_memory_tools
+
+try:
+    __version__ = version("langchain-tdai-recall")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+__all__ = [
+    "CaptureConfig",
+    "ConfigError",
+    "EmbeddingConfig",
+    "EmbeddingError",
+    "ImportReport",
+    "ImportUpstreamError",
+    "IndexCorruptedError",
+    "MemoryHit",
+    "MemoryRecord",
+    "MessageHit",
+    "MessageRecord",
+    "MissingDependencyError",
+    "RecallConfig",
+    "RecallResult",
+    "RecallTimeoutError",
+    "RecalledMemory",
+    "SceneBlock",
+    "SceneInfo",
+    "ScopeError",
+    "StoreClosedError",
+    "StoreConfig",
+    "StoreError",
+    "StoreStats",
+    "TdaiConfig",
+    "TdaiMemory",
+    "TdaiRecallError",
+    "TdaiRecallMiddleware",
+    "ToolBudgetExceededError",
+    "ToolsConfig",
+    "__version__",
+    "create_memory_tools",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The LangChain integration pulls in `langchain.agents`; import it only when used so that
+    # `import langchain_tdai_recall` stays fast.
+    if name == "TdaiRecallMiddleware":
+        from langchain_tdai_recall.middleware import TdaiRecallMiddleware  # noqa: PLC0415
+
+        return TdaiRecallMiddleware
+    if name == "create_memory_tools":
+        from langchain_tdai_recall.tools import create_memory_tools  # noqa: PLC0415
+
+        return create_memory_tools
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

@@ -1,0 +1,108 @@
+"""Exceptions raised by langchain-tdai-recall.
+
+Every exception derives from `TdaiRecallError`; most also derive from the builtin a caller would
+naturally catch::
+
+    TdaiRecallError
+    ├── ConfigError (ValueError)            a developer mistake: bad option, bad input value
+    │   └── ScopeError                      an invalid or missing user_id / agent_id
+    ├── MissingDependencyError (ImportError) an optional extra is not installed
+    ├── StoreError                          storage failed
+    │   ├── StoreClosedError                the store was used after close()
+    │   └── IndexCorruptedError             a derived index could not be rebuilt
+    ├── EmbeddingError                      the embedder failed or returned malformed vectors
+    ├── RecallTimeoutError (TimeoutError)   recall exceeded recall.timeout_ms (on_error="raise")
+    ├── ToolBudgetExceededError             the per-turn memory-tool cap was reached
+    └── ImportUpstreamError                 an upstream data directory could not be read
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "EmbeddingError",
+    "ImportUpstreamError",
+    "IndexCorruptedError",
+    "MissingDependencyError",
+    "RecallTimeoutError",
+    "ScopeError",
+    "StoreClosedError",
+    "StoreError",
+    "TdaiRecallError",
+    "ToolBudgetExceededError",
+]
+
+
+class TdaiRecallError(Exception):
+    """Root of every exception this package raises."""
+
+
+class ConfigError(TdaiRecallError, ValueError):
+    """Invalid configuration or argument: a developer mistake, raised before any work is done."""
+
+
+class ScopeError(ConfigError):
+    """An invalid `user_id`/`agent_id`, or a missing `user_id` where one is required."""
+
+
+class MissingDependencyError(TdaiRecallError, ImportError):
+    """An optional dependency is missing; the message gives the install command."""
+
+    def __init__(self, package: str, *, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        msg = (
+            f"{package!r} is not installed; install it with "
+            f'pip install "langchain-tdai-recall[{extra}]"'
+        )
+        super().__init__(msg)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_missing_dependency, (self.package, self.extra))
+
+
+def _rebuild_missing_dependency(package: str, extra: str) -> MissingDependencyError:
+    return MissingDependencyError(package, extra=extra)
+
+
+class StoreError(TdaiRecallError):
+    """The memory store failed to read or write."""
+
+
+class StoreClosedError(StoreError):
+    """The store was used after `close()`."""
+
+
+class IndexCorruptedError(StoreError):
+    """A derived index could not be loaded or rebuilt from the durable records."""
+
+
+class EmbeddingError(TdaiRecallError):
+    """The embedder failed, timed out outside the recall path, or returned malformed vectors."""
+
+
+class RecallTimeoutError(TdaiRecallError, TimeoutError):
+    """Recall exceeded `recall.timeout_ms`; raised only with `on_error="raise"`."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        super().__init__(f"recall exceeded recall.timeout_ms={timeout_ms}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (RecallTimeoutError, (self.timeout_ms,))
+
+
+class ToolBudgetExceededError(TdaiRecallError):
+    """The per-turn cap on memory-search tool calls was reached."""
+
+    def __init__(self, calls: int, limit: int) -> None:
+        self.calls = calls
+        self.limit = limit
+        super().__init__(f"memory tools called {calls} times this turn; the limit is {limit}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (ToolBudgetExceededError, (self.calls, self.limit))
+
+
+class ImportUpstreamError(TdaiRecallError):
+    """An upstream (TencentDB Agent Memory) data directory could not be imported."""

@@ -1,0 +1,193 @@
+"""The recall engine: one user message in, the two injection blocks out (SPEC §2).
+
+Recall runs on a worker thread and the caller waits at most `recall.timeout_ms` for it, in sync
+and async use alike. Past the deadline the caller gets `None` (nothing is injected) and one
+WARNING; the late result is discarded. A backend failure is handled the same way unless
+`recall.on_error="raise"`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from concurrent.futures import Executor
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from langchain_tdai_recall.config import TdaiConfig
+from langchain_tdai_recall.errors import RecallTimeoutError
+from langchain_tdai_recall.recall.prompt import (
+    format_memory_line,
+    render_prepend_context,
+    render_scene_navigation,
+    render_system_context,
+    truncation_suffix,
+)
+from langchain_tdai_recall.recall.search import Searcher
+from langchain_tdai_recall.store.store import MemoryStore, Scope
+from langchain_tdai_recall.text.budget import apply_budget
+from langchain_tdai_recall.text.clean import clean_query, content_text
+from langchain_tdai_recall.types import RecalledMemory, RecallResult, RecallStrategy
+
+__all__ = ["MIN_QUERY_CHARS", "RecallEngine"]
+
+logger = logging.getLogger(__name__)
+
+MIN_QUERY_CHARS = 2
+"""Cleaned text shorter than this many code points skips the L1 search."""
+
+
+class RecallEngine:
+    """Builds `RecallResult`s for a store under a configuration."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        searcher: Searcher,
+        config: TdaiConfig,
+        *,
+        executor: Executor,
+    ) -> None:
+        self.store = store
+        self.searcher = searcher
+        self.config = config
+        self._executor = executor
+        self._tz: dt.tzinfo = config.tzinfo()
+
+    # -- public entry points ------------------------------------------------------------------
+
+    def recall(self, user_text: object, scope: Scope) -> RecallResult | None:
+        """Recall for one turn, waiting at most `recall.timeout_ms`."""
+        cfg = self.config.recall
+        if not cfg.enabled:
+            return None
+        deadline = time.monotonic() + cfg.timeout_ms / 1000
+        future = self._executor.submit(self._recall, user_text, scope, deadline)
+        try:
+            return future.result(timeout=cfg.timeout_ms / 1000)
+        except FutureTimeout:
+            future.cancel()
+            return self._timed_out()
+        except Exception as exc:
+            return self._failed(exc)
+
+    async def arecall(self, user_text: object, scope: Scope) -> RecallResult | None:
+        """Async version of `recall`; the event loop is never blocked."""
+        cfg = self.config.recall
+        if not cfg.enabled:
+            return None
+        deadline = time.monotonic() + cfg.timeout_ms / 1000
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._executor, self._recall, user_text, scope, deadline)
+        try:
+            return await asyncio.wait_for(future, timeout=cfg.timeout_ms / 1000)
+        except TimeoutError:
+            return self._timed_out()
+        except Exception as exc:
+            return self._failed(exc)
+
+    def _timed_out(self) -> None:
+        timeout_ms = self.config.recall.timeout_ms
+        logger.warning(
+            "recall exceeded recall.timeout_ms=%d; skipping memory injection for this turn",
+            timeout_ms,
+        )
+        if self.config.recall.on_error == "raise":
+            raise RecallTimeoutError(timeout_ms)
+
+    def _failed(self, exc: Exception) -> None:
+        if self.config.recall.on_error == "raise":
+            raise exc
+        logger.warning(
+            "recall failed (%s: %s); skipping memory injection for this turn",
+            type(exc).__name__,
+            exc,
+        )
+
+    # -- the work -----------------------------------------------------------------------------
+
+    def _recall(self, user_text: object, scope: Scope, deadline: float) -> RecallResult:
+        cfg = self.config.recall
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
+        query = clean_query(content_text(user_text))
+        strategy: RecallStrategy = "skipped"
+        error: str | None = None
+        memories: list[RecalledMemory] = []
+        lines: list[str] = []
+        truncated = dropped = 0
+        if len(query) >= MIN_QUERY_CHARS:
+            outcome = self.searcher.search(
+                scope,
+                "l1",
+                query,
+                limit=cfg.max_results,
+                strategy=cfg.strategy,
+                keyword_threshold=cfg.keyword_threshold,
+                embedding_threshold=cfg.score_threshold,
+                deadline=deadline,
+            )
+            strategy, error = outcome.strategy, outcome.error
+            timings.update(outcome.timings_ms)
+            records = self.store.db.memories_by_rowid([h.rowid for h in outcome.hits], scope)
+            hits = [h for h in outcome.hits if h.rowid in records]
+            raw_lines = [
+                format_memory_line(records[h.rowid], tz=self._tz, language=cfg.language)
+                for h in hits
+            ]
+            budget = apply_budget(
+                raw_lines,
+                per_line=cfg.max_chars_per_memory,
+                total=cfg.max_total_recall_chars,
+                suffix=truncation_suffix(cfg.language),
+            )
+            lines = budget.lines
+            truncated, dropped = sum(budget.truncated), budget.dropped
+            for hit, was_cut in zip(hits, budget.truncated, strict=False):
+                rec = records[hit.rowid]
+                memories.append(
+                    RecalledMemory(
+                        id=rec.id,
+                        content=rec.content,
+                        score=hit.score,
+                        type=rec.type,
+                        scene_name=rec.scene_name,
+                        keyword_score=hit.keyword_score,
+                        embedding_score=hit.embedding_score,
+                        truncated=was_cut,
+                    )
+                )
+        t_docs = time.perf_counter()
+        persona = self.store.documents.get_persona(scope)
+        scenes = self.store.documents.list_scenes(scope)[: cfg.max_scenes] if cfg.max_scenes else []
+        timings["documents"] = (time.perf_counter() - t_docs) * 1000
+        persona_text = persona.strip() if persona else None
+        tools = self.config.tools
+        system = render_system_context(
+            persona=persona_text,
+            navigation=render_scene_navigation(scenes, cfg.language),
+            language=cfg.language,
+            tools_max_calls=tools.max_calls_per_turn if tools.enabled else None,
+        )
+        timings["total"] = (time.perf_counter() - started) * 1000
+        result = RecallResult(
+            prepend_context=render_prepend_context(lines, cfg.language),
+            append_system_context=system,
+            memories=tuple(memories),
+            persona=persona_text,
+            scene_count=len(scenes),
+            strategy=strategy,
+            timings_ms=timings,
+            truncated=truncated,
+            dropped=dropped,
+            error=error,
+        )
+        logger.debug(
+            "recall strategy=%s memories=%d total=%.1f ms timings=%s",
+            strategy,
+            len(memories),
+            timings["total"],
+            timings,
+        )
+        return result

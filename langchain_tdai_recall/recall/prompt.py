@@ -1,0 +1,256 @@
+"""Rendering of the injected prompt blocks (SPEC §2 rule 8).
+
+Tag names and the Chinese truncation suffix are fixed by the specification and pinned by tests;
+the disclaimer, the scene-navigation header and the tools guide are this project's own words.
+Everything here is deterministic: the same inputs render the same bytes in every process, which
+keeps `append_system_context` inside providers' prompt caches.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from langchain_tdai_recall.types import Language, MemoryRecord, SceneInfo
+
+__all__ = [
+    "MEMORY_TOOLS_GUIDE_TAG",
+    "RELEVANT_MEMORIES_TAG",
+    "SCENE_NAVIGATION_TAG",
+    "TRUNCATION_SUFFIX",
+    "USER_PERSONA_TAG",
+    "disclaimer",
+    "escape_block_text",
+    "escape_inline",
+    "format_memory_line",
+    "format_time",
+    "render_prepend_context",
+    "render_scene_navigation",
+    "render_system_context",
+    "tools_guide",
+    "truncation_suffix",
+]
+
+RELEVANT_MEMORIES_TAG: Final = "relevant-memories"
+USER_PERSONA_TAG: Final = "user-persona"
+SCENE_NAVIGATION_TAG: Final = "scene-navigation"
+MEMORY_TOOLS_GUIDE_TAG: Final = "memory-tools-guide"
+
+TRUNCATION_SUFFIX: Final[dict[Language, str]] = {
+    "zh": "…（已截断；可用 tdai_memory_search 或 tdai_conversation_search 查看详情）",
+    "en": "… (truncated; use tdai_memory_search or tdai_conversation_search for details)",
+}
+"""Marks a memory line cut by a budget (the Chinese text is the original plugin's constant)."""
+
+_DISCLAIMER: Final[dict[Language, str]] = {
+    "zh": (
+        "以下内容是从长期记忆中找回、可能与本轮对话相关的信息，"
+        "仅供参考，并不代表当前任务的状态或进展："
+    ),
+    "en": (
+        "The following was recalled from long-term memory because it may be relevant to this "
+        "message. It is background for reference only, not the state of the current task:"
+    ),
+}
+
+_TOOLS_GUIDE: Final[dict[Language, str]] = {
+    "zh": (
+        "## 记忆工具使用说明\n"
+        "上面注入的记忆只是摘要片段。当它们不足以回答用户时，可以调用：\n"
+        "- tdai_memory_search：检索结构化的长期记忆（用户身份与偏好、过往事件、用户定下的规则）。\n"
+        "- tdai_conversation_search：检索原始历史对话，用于确认用户的原话、时间线和上下文，"
+        "也可用来核对记忆检索的结果。\n"
+        "- tdai_read_scene：按场景导航中列出的名称读取某个场景的完整内容。\n"
+        "注意：tdai_memory_search 与 tdai_conversation_search 每轮合计最多调用 {max_calls} 次。"
+        "第一次没有找到时，可以换关键词或换另一个工具再试；达到上限后不要继续检索，"
+        "直接根据已知信息回答。"
+    ),
+    "en": (
+        "## Using the memory tools\n"
+        "The memories above are short excerpts. When they are not enough to answer, you can call:\n"
+        "- tdai_memory_search: search structured long-term memories (who the user is, their "
+        "preferences, past events, rules they set).\n"
+        "- tdai_conversation_search: search the raw past conversation for the user's exact "
+        "words, timelines and context, or to double-check a memory.\n"
+        "- tdai_read_scene: read one scene in full, by a name listed in the scene navigation.\n"
+        "Note: tdai_memory_search and tdai_conversation_search share a limit of {max_calls} "
+        "calls per turn. If a search finds nothing, try other keywords or the other tool; once "
+        "the limit is reached, stop searching and answer with what you know."
+    ),
+}
+
+_NAV_HEADER: Final[dict[Language, str]] = {
+    "zh": "场景记忆索引（按热度排序）。需要某个场景的完整内容时，用 tdai_read_scene 按名称读取：",
+    "en": "Scene memory index, most active first. To read a scene in full, call tdai_read_scene "
+    "with its name:",
+}
+_NAV_LABELS: Final[dict[Language, tuple[str, str]]] = {
+    "zh": ("热度", "更新于"),
+    "en": ("heat", "updated"),
+}
+_TIME_LABEL: Final[dict[Language, tuple[str, str, str, str]]] = {
+    # (label, range separator, "from X" template, "until X" template)
+    "zh": ("活动时间", " ~ ", "{}起", "至{}"),
+    "en": ("when", " ~ ", "from {}", "until {}"),
+}
+
+_PROTECTED_TAGS: Final = (
+    RELEVANT_MEMORIES_TAG,
+    USER_PERSONA_TAG,
+    SCENE_NAVIGATION_TAG,
+    MEMORY_TOOLS_GUIDE_TAG,
+    "relevant-scenes",
+    "system",
+    "assistant",
+    "user",
+    "human",
+    "tool",
+)
+_TAG_OPEN_RE: Final = re.compile(
+    r"<(?=\s*/?\s*(?:" + "|".join(re.escape(t) for t in _PROTECTED_TAGS) + r")\b)",
+    re.IGNORECASE,
+)
+_LINE_BREAK_RE: Final = re.compile(r"[\r\n\u2028\u2029\x85\x0b\x0c]+")
+_CONTROL_RE: Final = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+_SPACES_RE: Final = re.compile(r"[ \t]+")
+
+
+def disclaimer(language: Language) -> str:
+    """First line of the `<relevant-memories>` block."""
+    return _DISCLAIMER[language]
+
+
+def tools_guide(language: Language, max_calls: int = 3) -> str:
+    """Body of the `<memory-tools-guide>` block, stating the per-turn cap of the search tools."""
+    return _TOOLS_GUIDE[language].format(max_calls=max_calls)
+
+
+def truncation_suffix(language: Language) -> str:
+    """Marker appended to a memory line cut by a budget."""
+    return TRUNCATION_SUFFIX[language]
+
+
+def escape_block_text(text: str) -> str:
+    """Escape stored text so it cannot open or close a prompt block or a role tag.
+
+    `<` before any protected tag name (optionally after `/` and spaces) becomes `&lt;`; control
+    characters are removed. Line breaks are kept (for the persona and scene bodies).
+    """
+    return _TAG_OPEN_RE.sub("&lt;", _CONTROL_RE.sub("", text))
+
+
+def escape_inline(text: str) -> str:
+    """`escape_block_text` plus: every line break becomes a space, so one memory is one line."""
+    text = _LINE_BREAK_RE.sub(" ", escape_block_text(text))
+    return _SPACES_RE.sub(" ", text).strip()
+
+
+def format_time(value: str | None, tz: dt.tzinfo) -> str | None:
+    """Render a stored time for the prompt, or `None` when it is empty or unparseable.
+
+    A date (`2025-05-01`) stays a date. A date-time is converted to `tz` (a naive one is taken to
+    be in `tz` already) and shown as a date when it falls on midnight there, otherwise as ISO 8601
+    with seconds and the correct UTC offset.
+    """
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        if len(text) == 10:
+            return dt.date.fromisoformat(text).isoformat()
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    moment = moment.replace(tzinfo=tz) if moment.tzinfo is None else moment.astimezone(tz)
+    if (moment.hour, moment.minute, moment.second, moment.microsecond) == (0, 0, 0, 0):
+        return moment.date().isoformat()
+    return moment.isoformat(timespec="seconds")
+
+
+def _time_suffix(record: MemoryRecord, tz: dt.tzinfo, language: Language) -> str:
+    label, sep, from_tpl, until_tpl = _TIME_LABEL[language]
+    start = format_time(record.activity_start_time, tz)
+    end = format_time(record.activity_end_time, tz)
+    if start and end:
+        when = f"{start}{sep}{end}" if start != end else start
+    elif start:
+        when = from_tpl.format(start)
+    elif end:
+        when = until_tpl.format(end)
+    else:
+        point = format_time(record.timestamp, tz)
+        if point is None:
+            return ""
+        when = point
+    return f" ({label}: {when})"
+
+
+def format_memory_line(record: MemoryRecord, *, tz: dt.tzinfo, language: Language) -> str:
+    """One memory line: `- [type] content` or `- [type|scene] content`, plus activity times."""
+    scene = escape_inline(record.scene_name).replace("[", "［").replace("]", "］")
+    tag = f"{record.type}|{scene}" if scene else record.type
+    return f"- [{tag}] {escape_inline(record.content)}{_time_suffix(record, tz, language)}"
+
+
+def render_prepend_context(lines: Sequence[str], language: Language) -> str | None:
+    """The `<relevant-memories>` block, or `None` when there are no lines."""
+    if not lines:
+        return None
+    body = "\n".join(lines)
+    return (
+        f"<{RELEVANT_MEMORIES_TAG}>\n{disclaimer(language)}\n\n{body}\n</{RELEVANT_MEMORIES_TAG}>"
+    )
+
+
+def _heat_marks(heat: int) -> str:
+    for floor, marks in ((1000, 5), (500, 4), (200, 3), (100, 2), (50, 1)):
+        if heat >= floor:
+            return "🔥" * marks
+    return "·"
+
+
+def render_scene_navigation(scenes: Sequence[SceneInfo], language: Language) -> str | None:
+    """Scene names with bucketed heat, highest heat first (ties by name); `None` when empty.
+
+    Heat is shown as a bucket (· or 1-5 flames), and only the date of the last rewrite is shown,
+    so the text changes only when a scene is added, removed or rewritten.
+    """
+    if not scenes:
+        return None
+    heat_label, updated_label = _NAV_LABELS[language]
+    ordered = sorted(scenes, key=lambda s: (-s.heat, s.name))
+    lines = [_NAV_HEADER[language]]
+    for scene in ordered:
+        meta = f"{heat_label} {_heat_marks(scene.heat)}"
+        if scene.updated:
+            meta += f", {updated_label} {scene.updated[:10]}"
+        summary = escape_inline(scene.summary)
+        name = escape_inline(scene.name)
+        lines.append(f"- {name} ({meta})" + (f": {summary}" if summary else ""))
+    return "\n".join(lines)
+
+
+def render_system_context(
+    *,
+    persona: str | None,
+    navigation: str | None,
+    language: Language,
+    tools_max_calls: int | None,
+) -> str | None:
+    """Persona, scene navigation and tools guide blocks, in that order, joined by a blank line.
+
+    The tools guide is included whenever the tools are (`tools_max_calls` is not `None`),
+    independent of whether this turn recalled anything, so the system message does not toggle
+    between turns. `None` when there is nothing to add.
+    """
+    parts = []
+    if persona:
+        parts.append(f"<{USER_PERSONA_TAG}>\n{escape_block_text(persona)}\n</{USER_PERSONA_TAG}>")
+    if navigation:
+        parts.append(f"<{SCENE_NAVIGATION_TAG}>\n{navigation}\n</{SCENE_NAVIGATION_TAG}>")
+    if tools_max_calls is not None:
+        guide = tools_guide(language, tools_max_calls)
+        parts.append(f"<{MEMORY_TOOLS_GUIDE_TAG}>\n{guide}\n</{MEMORY_TOOLS_GUIDE_TAG}>")
+    return "\n\n".join(parts) if parts else None

@@ -1,0 +1,210 @@
+"""Derived, in-memory indexes of one scope and layer, kept in step with SQLite.
+
+A `LayerIndex` holds the keyword postings, the vector index and the few fields ranking needs
+(priority, recency, type, scene, session) for one scope's L1 memories or L0 messages. It is built
+on first use from the rows in SQLite and then caught up incrementally: before each search it
+compares the scope's generation with the one it has seen and applies only the deletions and
+writes since. Nothing here is persisted, so it can never be stale or corrupt on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+from langchain_tdai_recall.store._vectors import VectorIndex
+
+from langchain_tdai_recall.store._keyword import KeywordHits, KeywordIndex
+from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow, SqliteRecords
+from langchain_tdai_recall.text.tokenize import Query, Tokenizer
+
+__all__ = ["LayerIndex", "RowMeta"]
+
+logger = logging.getLogger(__name__)
+
+_EMPTY_IDS: Final = np.empty(0, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class RowMeta:
+    """Ranking and filtering fields of one indexed row."""
+
+    id: str
+    """Public id."""
+    kind: str
+    """Memory type (L1) or role (L0)."""
+    group: str
+    """Scene name (L1) or session key (L0)."""
+    priority: int
+    """Priority (L1); 0 for messages."""
+    recency: str
+    """`updated_at` (L1) or `recorded_at` (L0); ISO strings compare chronologically."""
+
+
+class LayerIndex:
+    """Keyword + vector index of one scope's layer. Thread-safe."""
+
+    def __init__(
+        self,
+        db: SqliteRecords,
+        scope_id: int,
+        user: tuple[str, str | None],
+        layer: Layer,
+        *,
+        tokenizer: Tokenizer,
+        embedder: str | None,
+    ) -> None:
+        self.scope_id: Final = scope_id
+        self.layer: Final = layer
+        self.tokenizer: Final = tokenizer
+        self.embedder: Final = embedder
+        self._db = db
+        self._user = user
+        self._lock = threading.Lock()
+        self._generation = 0
+        self.keyword = KeywordIndex(tokenizer.identity)
+        self.vectors: VectorIndex | None = None
+        self.meta: dict[int, RowMeta] = {}
+
+    def refresh(self) -> None:
+        """Apply every change written to this scope's layer since the last refresh."""
+        current = self._db.generation(self.scope_id)
+        if current == self._generation:
+            return
+        with self._lock:
+            if current == self._generation:
+                return
+            seen = self._generation
+            removed = self._db.tombstones_since(self.scope_id, self.layer, seen)
+            if removed:
+                self._remove(removed)
+            rows: list[MemoryRow] | list[MessageRow]
+            if self.layer == "l1":
+                rows = self._db.memory_rows_since(self.scope_id, seen, self._user)
+            else:
+                rows = self._db.message_rows_since(self.scope_id, seen, self._user)
+            self._apply(rows)
+            self._generation = current
+            if seen == 0:
+                logger.info(
+                    "indexed %d %s rows of scope %s", len(self.meta), self.layer, self.scope_id
+                )
+
+    def _remove(self, rowids: list[int]) -> None:
+        self.keyword.remove(rowids)
+        if self.vectors is not None:
+            self.vectors.remove(np.asarray(rowids, dtype=np.int64))
+        for rowid in rowids:
+            self.meta.pop(rowid, None)
+
+    def _apply(self, rows: list[MemoryRow] | list[MessageRow]) -> None:
+        with_vec: list[int] = []
+        blobs: list[bytes] = []
+        without_vec: list[int] = []
+        for row in rows:
+            rec = row.record
+            if isinstance(row, MemoryRow):
+                meta = RowMeta(
+                    row.record.id,
+                    row.record.type,
+                    row.record.scene_name,
+                    row.record.priority,
+                    row.record.updated_at,
+                )
+            else:
+                meta = RowMeta(
+                    row.record.id,
+                    row.record.role,
+                    row.record.session_key,
+                    0,
+                    row.record.recorded_at,
+                )
+            self.meta[row.rowid] = meta
+            self.keyword.add(row.rowid, self.tokenizer.document_tokens(rec.content))
+            if self.embedder is not None and row.embedder == self.embedder and row.vector:
+                with_vec.append(row.rowid)
+                blobs.append(row.vector)
+            else:
+                without_vec.append(row.rowid)
+        if without_vec and self.vectors is not None:
+            self.vectors.remove(np.asarray(without_vec, dtype=np.int64))
+        if with_vec:
+            matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(with_vec), -1)
+            if self.vectors is None:
+                self.vectors = VectorIndex(matrix.shape[1])
+            if matrix.shape[1] != self.vectors.dim:
+                logger.warning(
+                    "skipping %d vectors of dimension %d in an index of dimension %d",
+                    len(with_vec),
+                    matrix.shape[1],
+                    self.vectors.dim,
+                )
+                return
+            self.vectors.add(np.asarray(with_vec, dtype=np.int64), matrix)
+
+    # -- searching (call refresh() first) ------------------------------------------------------
+
+    def allowed(
+        self, *, kind: str | None, group: str | None, exact_group: bool
+    ) -> npt.NDArray[np.int64] | None:
+        """Row ids passing the filters, or `None` when there are no filters.
+
+        `group` matches the scene name case-insensitively as a substring, or the session key
+        exactly when `exact_group`.
+        """
+        if kind is None and group is None:
+            return None
+        needle = (group or "").casefold()
+        with self._lock:
+            picked = [
+                rowid
+                for rowid, m in self.meta.items()
+                if (kind is None or m.kind == kind)
+                and (
+                    group is None
+                    or (m.group == group if exact_group else needle in m.group.casefold())
+                )
+            ]
+        return np.asarray(sorted(picked), dtype=np.int64) if picked else _EMPTY_IDS
+
+    def keyword_search(
+        self,
+        query: Query,
+        *,
+        min_relevance: float,
+        limit: int,
+        allowed: npt.NDArray[np.int64] | None,
+    ) -> KeywordHits:
+        """Keyword hits with relevance ≥ `min_relevance`, best first."""
+        with self._lock:
+            mask = self.keyword.slot_mask(allowed) if allowed is not None else None
+            return self.keyword.search(
+                query, min_relevance=min_relevance, limit=limit, allowed=mask
+            )
+
+    def vector_search(
+        self,
+        query: npt.NDArray[np.float32],
+        *,
+        min_score: float,
+        limit: int,
+        allowed: npt.NDArray[np.int64] | None,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Vector hits with cosine ≥ `min_score`, best first."""
+        with self._lock:
+            if self.vectors is None or len(self.vectors) == 0 or query.shape[0] != self.vectors.dim:
+                return _EMPTY_IDS, np.empty(0, dtype=np.float32)
+            if allowed is not None and allowed.size == 0:
+                return _EMPTY_IDS, np.empty(0, dtype=np.float32)
+            ids, scores = self.vectors.search(query, limit, allowed=allowed)
+        keep = scores >= min_score - 1e-6
+        return ids[keep], scores[keep]
+
+    def stats(self) -> tuple[int, int]:
+        """(rows indexed, rows with vectors)."""
+        with self._lock:
+            return len(self.meta), (len(self.vectors) if self.vectors is not None else 0)

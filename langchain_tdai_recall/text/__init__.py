@@ -1,0 +1,1 @@
+"""Text handling: cleaning user input, keyword tokenisation and code-point budgets."""

@@ -1,0 +1,353 @@
+"""Typed records and results shared by the store, the recall engine, the tools and the CLI."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+__all__ = [
+    "MEMORY_TYPES",
+    "ImportReport",
+    "Language",
+    "MemoryHit",
+    "MemoryRecord",
+    "MemoryType",
+    "MessageHit",
+    "MessageRecord",
+    "OnError",
+    "RecallResult",
+    "RecallStrategy",
+    "RecalledMemory",
+    "SceneBlock",
+    "SceneInfo",
+    "ScopeStats",
+    "StoreStats",
+    "Strategy",
+]
+
+MemoryType: TypeAlias = Literal["persona", "episodic", "instruction"]
+"""Kind of an L1 memory.
+
+- `persona`: identity, preferences and stable facts about the user.
+- `episodic`: an event or activity, optionally with activity times.
+- `instruction`: a standing rule the user gave the assistant.
+"""
+
+MEMORY_TYPES: tuple[MemoryType, ...] = ("persona", "episodic", "instruction")
+
+Strategy: TypeAlias = Literal["hybrid", "embedding", "keyword"]
+"""Configured L1 search strategy.
+
+- `hybrid`: keyword and embedding legs, each thresholded, fused by reciprocal rank fusion.
+- `embedding`: vector similarity only.
+- `keyword`: keyword relevance only.
+"""
+
+RecallStrategy: TypeAlias = Literal["hybrid", "embedding", "keyword", "skipped"]
+"""Strategy a recall actually used; `skipped` when the text was too short to search."""
+
+Language: TypeAlias = Literal["zh", "en"]
+"""Language of the text this package writes into prompts."""
+
+OnError: TypeAlias = Literal["skip", "raise"]
+"""Failure policy of the recall path.
+
+- `skip`: log a warning and inject nothing (the default; recall never breaks an agent).
+- `raise`: raise the error to the caller.
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryRecord:
+    """One L1 memory as stored.
+
+    Times are ISO-8601 strings. `activity_start_time`, `activity_end_time` and `timestamp` describe
+    when the remembered thing happened (a date such as `2025-05-01` or a full date-time);
+    `created_at` and `updated_at` are write times in UTC and are never shown as activity times.
+    """
+
+    id: str
+    """Unique within its scope."""
+    content: str
+    """The memory text."""
+    type: MemoryType = "episodic"
+    """`persona`, `episodic` or `instruction`."""
+    scene_name: str = ""
+    """Free-form situation label; empty when none."""
+    priority: int = 50
+    """0..100 (higher is more important); -1 marks a strict global instruction."""
+    activity_start_time: str | None = None
+    """Start of the remembered activity."""
+    activity_end_time: str | None = None
+    """End of the remembered activity."""
+    timestamp: str | None = None
+    """Point in time of the remembered event, when it has no start/end."""
+    user_id: str = "default_user"
+    """Owner of the memory."""
+    agent_id: str | None = None
+    """Agent the memory belongs to; `None` is the user's shared memory."""
+    session_key: str = ""
+    """Conversation the memory was extracted from."""
+    source_message_ids: tuple[str, ...] = ()
+    """L0 message ids the memory was extracted from."""
+    created_at: str = ""
+    """First write time (UTC, ISO-8601)."""
+    updated_at: str = ""
+    """Last write time (UTC, ISO-8601)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageRecord:
+    """One L0 conversation message as stored."""
+
+    id: str
+    """Unique within its scope."""
+    role: str
+    """`user` or `assistant` (other roles are kept as given)."""
+    content: str
+    """The message text as typed, without any injected memory."""
+    session_key: str
+    """Conversation the message belongs to."""
+    session_id: str = ""
+    """Host session id, when known."""
+    recorded_at: str = ""
+    """Write time (UTC, ISO-8601)."""
+    user_id: str = "default_user"
+    """Owner of the message."""
+    agent_id: str | None = None
+    """Agent of the conversation; `None` is the user's shared memory."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryHit:
+    """An L1 search result."""
+
+    id: str
+    """Memory id."""
+    content: str
+    """Memory text."""
+    type: MemoryType
+    """Memory type."""
+    scene_name: str
+    """Situation label, or empty."""
+    priority: int
+    """Priority of the memory."""
+    score: float
+    """Ranking score: the RRF score in hybrid search, else the single leg's score."""
+    keyword_score: float | None = None
+    """Normalised keyword relevance in [0, 1], when the keyword leg found it."""
+    embedding_score: float | None = None
+    """Cosine similarity, when the embedding leg found it."""
+    record: MemoryRecord | None = field(default=None, repr=False, compare=False)
+    """The full stored record."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageHit:
+    """An L0 conversation-search result."""
+
+    id: str
+    """Message id."""
+    role: str
+    """`user` or `assistant`."""
+    content: str
+    """Message text."""
+    session_key: str
+    """Conversation the message belongs to."""
+    recorded_at: str
+    """Write time (UTC, ISO-8601)."""
+    score: float
+    """Ranking score (RRF in hybrid search)."""
+    keyword_score: float | None = None
+    """Normalised keyword relevance in [0, 1], when the keyword leg found it."""
+    embedding_score: float | None = None
+    """Cosine similarity, when the embedding leg found it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecalledMemory:
+    """One L1 memory injected by recall, with its real scores."""
+
+    id: str
+    """Memory id."""
+    content: str
+    """Memory text as stored (before escaping and budgeting)."""
+    score: float
+    """Fused score used for ranking."""
+    type: MemoryType
+    """Memory type."""
+    scene_name: str = ""
+    """Situation label, or empty."""
+    keyword_score: float | None = None
+    """Normalised keyword relevance, when the keyword leg found it."""
+    embedding_score: float | None = None
+    """Cosine similarity, when the embedding leg found it."""
+    truncated: bool = False
+    """Whether the injected line was cut to fit a budget."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SceneInfo:
+    """Metadata of one L2 scene block."""
+
+    name: str
+    """Scene name: the handle used by `read_scene` and `tdai_read_scene`."""
+    summary: str
+    """One-line gist of the scene."""
+    heat: int
+    """How often the scene was reinforced; higher is more important."""
+    created: str
+    """Creation time (UTC, ISO-8601)."""
+    updated: str
+    """Last rewrite time (UTC, ISO-8601)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SceneBlock:
+    """One L2 scene block: metadata plus its Markdown body."""
+
+    info: SceneInfo
+    """Metadata."""
+    body: str
+    """Markdown body."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallResult:
+    """What recall found for one turn, ready to inject.
+
+    `prepend_context` goes in front of the latest human message (it changes every turn);
+    `append_system_context` is appended to the system message (it changes only when the persona
+    or scenes change, so provider prompt caches stay warm).
+    """
+
+    prepend_context: str | None
+    """The `<relevant-memories>` block, or `None` when no memory survived."""
+    append_system_context: str | None
+    """Persona, scene navigation and tools guide, or `None` when there is nothing to add."""
+    memories: tuple[RecalledMemory, ...] = ()
+    """Injected L1 memories in order."""
+    persona: str | None = None
+    """The persona text that was injected."""
+    scene_count: int = 0
+    """Number of scenes listed in the navigation."""
+    strategy: RecallStrategy = "skipped"
+    """Strategy actually used."""
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    """Per-step durations in milliseconds (`total`, `keyword`, `embed`, `vector`, ...)."""
+    truncated: int = 0
+    """Number of memory lines cut to fit a budget."""
+    dropped: int = 0
+    """Number of memory lines dropped by the total budget."""
+    error: str | None = None
+    """Set when a search leg failed and recall degraded."""
+
+    @property
+    def injected_chars(self) -> int:
+        """Code points this result adds to the prompt (both blocks)."""
+        return len(self.prepend_context or "") + len(self.append_system_context or "")
+
+    def _repr_html_(self) -> str:
+        """Render for Jupyter: a summary line, a score table and both blocks."""
+        esc = html.escape
+        rows = "".join(
+            "<tr>"
+            f"<td>{i}</td><td>{m.score:.4f}</td>"
+            f"<td>{'' if m.keyword_score is None else f'{m.keyword_score:.3f}'}</td>"
+            f"<td>{'' if m.embedding_score is None else f'{m.embedding_score:.3f}'}</td>"
+            f"<td>{esc(m.type)}</td><td>{esc(m.scene_name)}</td>"
+            f"<td>{esc(m.content)}{' ✂' if m.truncated else ''}</td>"
+            "</tr>"
+            for i, m in enumerate(self.memories, 1)
+        )
+        timings = ", ".join(f"{k}={v:.1f} ms" for k, v in self.timings_ms.items())
+        parts = [
+            "<div class='tdai-recall-result'>",
+            f"<p><b>RecallResult</b> strategy=<code>{esc(self.strategy)}</code>, "
+            f"memories={len(self.memories)}, truncated={self.truncated}, "
+            f"dropped={self.dropped}, injected={self.injected_chars} chars"
+            f"{', error=' + esc(self.error) if self.error else ''}<br/>"
+            f"<small>{esc(timings)}</small></p>",
+        ]
+        if rows:
+            parts.append(
+                "<table><thead><tr><th>#</th><th>score</th><th>keyword</th>"
+                "<th>embedding</th><th>type</th><th>scene</th><th>content</th></tr></thead>"
+                f"<tbody>{rows}</tbody></table>"
+            )
+        for title, text in (
+            ("prepend_context", self.prepend_context),
+            ("append_system_context", self.append_system_context),
+        ):
+            if text:
+                parts.append(
+                    f"<details><summary>{title}</summary>"
+                    f"<pre style='white-space:pre-wrap'>{esc(text)}</pre></details>"
+                )
+        parts.append("</div>")
+        return "".join(parts)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScopeStats:
+    """Counts for one scope."""
+
+    user_id: str
+    """Owner."""
+    agent_id: str | None
+    """Agent, or `None` for the user's shared memory."""
+    memories: int
+    """L1 memories."""
+    messages: int
+    """L0 messages."""
+    scenes: int
+    """L2 scene blocks."""
+    has_persona: bool
+    """Whether an L3 persona is stored."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreStats:
+    """What a store holds, and how it is indexed."""
+
+    path: str | None
+    """Store directory, or `None` for an in-memory store."""
+    embedder: str | None
+    """Identity of the embedder (`None`: keyword-only)."""
+    dimensions: int | None
+    """Vector dimension, once known."""
+    tokenizer: str
+    """Identity of the keyword tokeniser."""
+    memories: int
+    """L1 memories in the selected scopes."""
+    messages: int
+    """L0 messages in the selected scopes."""
+    scenes: int
+    """L2 scene blocks in the selected scopes."""
+    personas: int
+    """Scopes with an L3 persona."""
+    indexed_scopes: int
+    """Scopes whose derived indexes are loaded in this process."""
+    scopes: tuple[ScopeStats, ...] = ()
+    """Per-scope counts."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportReport:
+    """Outcome of `TdaiMemory.import_upstream`."""
+
+    source: str
+    """The data directory that was read."""
+    memories: int = 0
+    """L1 memories written (new or updated)."""
+    messages: int = 0
+    """L0 messages written."""
+    scenes: int = 0
+    """Scene blocks written."""
+    persona: bool = False
+    """Whether a persona was imported."""
+    unchanged: int = 0
+    """Items already present from an earlier import."""
+    skipped: tuple[str, ...] = ()
+    """One line per skipped item, saying what and why."""
