@@ -1,0 +1,1 @@
+"""Recall: search legs and fusion, prompt rendering, and the engine that assembles both blocks."""

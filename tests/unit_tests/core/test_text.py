@@ -1,0 +1,145 @@
+"""Query cleaning, tokenisation and code-point budgets."""
+
+from __future__ import annotations
+
+import pytest
+
+from langchain_tdai_recall.text.budget import MIN_PARTIAL_LINE_CHARS, apply_budget, truncate_line
+from langchain_tdai_recall.text.clean import clean_query, content_text
+from langchain_tdai_recall.text.tokenize import get_tokenizer
+
+SUFFIX = "…（已截断；可用 tdai_memory_search 或 tdai_conversation_search 查看详情）"
+
+
+# -- cleaning -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tag", ["relevant-memories", "user-persona", "scene-navigation", "memory-tools-guide"]
+)
+def test_clean_removes_injected_blocks_with_contents(tag: str) -> None:
+    text = f"<{tag}>\n- [persona] secret stuff\n</{tag}>\n\nwhat is my name?"
+    assert clean_query(text) == "what is my name?"
+
+
+def test_clean_removes_data_uris_control_chars_and_normalises_whitespace() -> None:
+    text = "look\x00 at\tthis  data:image/png;base64,iVBORw0KGgo= \n\n\n picture\x07"
+    assert clean_query(text) == "look at this picture"
+
+
+def test_clean_removes_stray_tags_and_is_case_insensitive() -> None:
+    assert clean_query("a </RELEVANT-MEMORIES> b <user-persona x='1'> c") == "a b c"
+
+
+def test_content_text_takes_only_text_blocks() -> None:
+    blocks = [
+        {"type": "text", "text": "hello"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAA"}},
+        "world",
+    ]
+    assert content_text(blocks) == "hello\nworld"
+    assert content_text(None) == ""
+
+
+# -- tokenisation -------------------------------------------------------------------------------
+
+
+def test_english_tokens_are_lowercased_stemmed_and_skip_stop_words() -> None:
+    tok = get_tokenizer("bigram")
+    assert tok.document_tokens("The Dogs were RUNNING to the parties") == [
+        "dog",
+        "run",
+        "party",
+    ]
+
+
+def test_cjk_uses_bigrams_and_unigrams_without_dependencies() -> None:
+    tokens = get_tokenizer("bigram").document_tokens("喜欢咖啡")
+    assert {"喜欢", "欢咖", "咖啡", "咖", "啡"} <= set(tokens)
+
+
+def test_short_cjk_query_matches_inside_longer_word() -> None:
+    tok = get_tokenizer("bigram")
+    query = tok.query("咖啡")
+    assert "咖啡" in query.tokens
+    assert "咖啡" in tok.document_tokens("我常去咖啡店")
+
+
+def test_query_syntax_is_plain_text() -> None:
+    tok = get_tokenizer("bigram")
+    query = tok.query('"peanut" OR allergy* -cake title:foo')
+    assert set(query.tokens) == {"peanut", "allergy", "cake", "title", "foo"}
+
+
+def test_mixed_language_and_fullwidth_text() -> None:
+    tok = get_tokenizer("bigram")
+    tokens = tok.document_tokens("我用ＦＡＩＳＳ做向量检索")
+    assert "faiss" in tokens
+    assert "向量" in tokens
+
+
+def test_tokenizer_identity_is_versioned() -> None:
+    assert get_tokenizer("bigram").identity == "bigram-v1"
+
+
+# -- budgets ------------------------------------------------------------------------------------
+
+
+def test_truncate_keeps_lines_that_fit_and_marks_cuts() -> None:
+    line = "x" * 100
+    assert truncate_line(line, 100, SUFFIX) == line
+    cut = truncate_line(line, 99, SUFFIX)
+    assert len(cut) == 99
+    assert cut.endswith(SUFFIX)
+
+
+def test_truncate_counts_code_points_for_emoji_and_cjk() -> None:
+    line = "😀" * 80 + "中" * 80
+    cut = truncate_line(line, 70, SUFFIX)
+    assert len(cut) == 70
+    assert cut == "😀" * (70 - len(SUFFIX)) + SUFFIX
+    assert len(cut.encode("utf-16-le")) // 2 > 70  # UTF-16 units would have cut differently
+
+
+def test_truncate_below_suffix_length_still_marks_the_cut() -> None:
+    cut = truncate_line("y" * 100, 30, SUFFIX)
+    assert len(cut) == 30
+    assert cut.endswith("…")
+
+
+def test_zero_disables_both_limits() -> None:
+    lines = ["a" * 500, "b" * 500]
+    out = apply_budget(lines, per_line=0, total=0, suffix=SUFFIX)
+    assert out.lines == lines
+    assert out.dropped == 0
+
+
+def test_total_budget_counts_separators_exactly() -> None:
+    lines = ["a" * 10, "b" * 10, "c" * 10]
+    exact = apply_budget(lines, per_line=0, total=32, suffix=SUFFIX)  # 10 + 1 + 10 + 1 + 10
+    assert exact.lines == lines
+    short = apply_budget(lines, per_line=0, total=31, suffix=SUFFIX)
+    assert short.lines == lines[:2]  # 9 code points left for the third: below 40, dropped
+    assert short.dropped == 1
+
+
+def test_partial_line_kept_only_with_at_least_40_code_points() -> None:
+    lines = ["a" * 10, "b" * 200, "c" * 5]
+    room = 10 + 1 + MIN_PARTIAL_LINE_CHARS
+    kept = apply_budget(lines, per_line=0, total=room, suffix=SUFFIX)
+    assert len(kept.lines) == 2
+    assert len(kept.lines[1]) == MIN_PARTIAL_LINE_CHARS
+    assert kept.truncated == [False, True]
+    assert kept.dropped == 1  # the later short line is discarded too
+
+    dropped = apply_budget(lines, per_line=0, total=room - 1, suffix=SUFFIX)
+    assert dropped.lines == ["a" * 10]
+    assert dropped.dropped == 2
+
+
+def test_per_line_limit_applies_before_total() -> None:
+    lines = ["a" * 300, "b" * 300]
+    out = apply_budget(lines, per_line=100, total=0, suffix=SUFFIX)
+    assert [len(x) for x in out.lines] == [100, 100]
+    assert all(x.endswith(SUFFIX) for x in out.lines)
+    assert out.truncated == [True, True]
