@@ -852,6 +852,194 @@ class TdaiMemory:
             scopes=per_scope,
         )
 
+    # -- async twins (each runs its sync version on a worker thread) ---------------------------
+
+    async def aadd_memory(
+        self,
+        content: str,
+        *,
+        type: MemoryType = "episodic",
+        scene_name: str = "",
+        priority: int = 50,
+        activity_start_time: TimeInput = None,
+        activity_end_time: TimeInput = None,
+        timestamp: TimeInput = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        id: str | None = None,
+        session_key: str = "",
+        source_message_ids: Iterable[str] = (),
+    ) -> MemoryRecord:
+        """Async version of `add_memory`."""
+        return await _in_thread(
+            self.add_memory,
+            content,
+            type=type,
+            scene_name=scene_name,
+            priority=priority,
+            activity_start_time=activity_start_time,
+            activity_end_time=activity_end_time,
+            timestamp=timestamp,
+            user_id=user_id,
+            agent_id=agent_id,
+            id=id,
+            session_key=session_key,
+            source_message_ids=tuple(source_message_ids),
+        )
+
+    async def aadd_memories(
+        self,
+        records: Iterable[MemoryRecord | Mapping[str, Any]],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        show_progress: bool | None = None,
+    ) -> list[MemoryRecord]:
+        """Async version of `add_memories`."""
+        return await _in_thread(
+            self.add_memories,
+            list(records),
+            user_id=user_id,
+            agent_id=agent_id,
+            show_progress=show_progress,
+        )
+
+    async def aget_memory(
+        self,
+        id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> MemoryRecord | None:
+        """Async version of `get_memory`."""
+        return await _in_thread(self.get_memory, id, user_id=user_id, agent_id=agent_id)
+
+    async def adelete_memory(
+        self,
+        id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> bool:
+        """Async version of `delete_memory`."""
+        return await _in_thread(self.delete_memory, id, user_id=user_id, agent_id=agent_id)
+
+    async def alist_memories(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        type: MemoryType | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[MemoryRecord]:
+        """Async version of `list_memories`."""
+        return await _in_thread(
+            self.list_memories,
+            user_id=user_id,
+            agent_id=agent_id,
+            type=type,
+            limit=limit,
+            offset=offset,
+        )
+
+    async def arecord_messages(
+        self,
+        messages: Iterable[object],
+        *,
+        session_key: str,
+        session_id: str = "",
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> int:
+        """Async version of `record_messages`."""
+        return await _in_thread(
+            self.record_messages,
+            list(messages),
+            session_key=session_key,
+            session_id=session_id,
+            user_id=user_id,
+            agent_id=agent_id,
+        )
+
+    async def aset_persona(
+        self, text: str | None, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> None:
+        """Async version of `set_persona`."""
+        await _in_thread(self.set_persona, text, user_id=user_id, agent_id=agent_id)
+
+    async def aget_persona(
+        self, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> str | None:
+        """Async version of `get_persona`."""
+        return await _in_thread(self.get_persona, user_id=user_id, agent_id=agent_id)
+
+    async def aupsert_scene(
+        self,
+        name: str,
+        *,
+        summary: str,
+        body: str,
+        heat: int | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> SceneInfo:
+        """Async version of `upsert_scene`."""
+        return await _in_thread(
+            self.upsert_scene,
+            name,
+            summary=summary,
+            body=body,
+            heat=heat,
+            user_id=user_id,
+            agent_id=agent_id,
+        )
+
+    async def alist_scenes(
+        self, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> list[SceneInfo]:
+        """Async version of `list_scenes`."""
+        return await _in_thread(self.list_scenes, user_id=user_id, agent_id=agent_id)
+
+    async def aread_scene(
+        self, name: str, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> SceneBlock | None:
+        """Async version of `read_scene`."""
+        return await _in_thread(self.read_scene, name, user_id=user_id, agent_id=agent_id)
+
+    async def adelete_scene(
+        self, name: str, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> bool:
+        """Async version of `delete_scene`."""
+        return await _in_thread(self.delete_scene, name, user_id=user_id, agent_id=agent_id)
+
+    async def astats(
+        self, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> StoreStats:
+        """Async version of `stats`."""
+        return await _in_thread(self.stats, user_id=user_id, agent_id=agent_id)
+
+    async def areindex(self, *, show_progress: bool | None = None) -> int:
+        """Async version of `reindex`."""
+        return await _in_thread(self.reindex, show_progress=show_progress)
+
+    async def aimport_upstream(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        show_progress: bool | None = None,
+    ) -> ImportReport:
+        """Async version of `import_upstream`."""
+        return await _in_thread(
+            self.import_upstream,
+            data_dir,
+            user_id=user_id,
+            agent_id=agent_id,
+            show_progress=show_progress,
+        )
+
     # -- integrations -------------------------------------------------------------------------
 
     def middleware(self, **options: Any) -> TdaiRecallMiddleware:
@@ -897,40 +1085,3 @@ class TdaiMemory:
 async def _in_thread(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(None, functools.partial(func, *args, **kwargs))
-
-
-def _add_async_twins() -> None:
-    """Add an `a*` twin, run on a worker thread, for each blocking method without one."""
-    names = (
-        "add_memory",
-        "add_memories",
-        "get_memory",
-        "delete_memory",
-        "list_memories",
-        "record_messages",
-        "set_persona",
-        "get_persona",
-        "upsert_scene",
-        "list_scenes",
-        "read_scene",
-        "delete_scene",
-        "stats",
-        "import_upstream",
-        "reindex",
-    )
-    for name in names:
-        sync = getattr(TdaiMemory, name)
-
-        def make(sync: Callable[..., Any]) -> Callable[..., Any]:
-            @functools.wraps(sync)
-            async def twin(self: TdaiMemory, *args: Any, **kwargs: Any) -> Any:
-                return await _in_thread(sync, self, *args, **kwargs)
-
-            twin.__doc__ = f"Async version of `{sync.__name__}`."
-            twin.__name__ = twin.__qualname__ = f"a{sync.__name__}"
-            return twin
-
-        setattr(TdaiMemory, f"a{name}", make(sync))
-
-
-_add_async_twins()

@@ -2,8 +2,8 @@
 
 Two numbers come out of a search:
 
-- `bm25`: Okapi BM25 (k1=1.2, b=0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5))), used to rank
-  keyword hits against each other.
+- `bm25`: Okapi BM25 (k1=1.2, b=0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)), length
+  normalised against a fixed reference length), used to rank keyword hits against each other.
 - `relevance` in [0, 1]: the weighted share of the query's units of meaning (English words, CJK
   characters) that the memory covers (see `text.tokenize.QueryUnit`). This is the documented
   keyword score compared with `score_threshold`. It depends only on the query and the memory,
@@ -17,6 +17,8 @@ few vectorised passes over the posting lists of its tokens.
 from __future__ import annotations
 
 import math
+from array import array
+from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
@@ -30,25 +32,30 @@ __all__ = ["KeywordHits", "KeywordIndex"]
 _K1: Final = 1.2
 _B: Final = 0.75
 _COMPACT_RATIO: Final = 0.3
+_REFERENCE_LENGTH: Final = 16.0
+"""Document length (in tokens) at which BM25's length normalisation is neutral. A fixed
+reference instead of the collection's average keeps each posting's weight independent of the
+rest of the collection, so it is computed once, at insert."""
 
 
 class _Postings:
-    """Slots and term frequencies of one token, in a growable pair of arrays."""
+    """Slots and BM25 term weights of one token, in growable C arrays.
 
-    __slots__ = ("n", "slots", "tfs")
+    Appends are cheap, and numpy reads the arrays without copying.
+    """
+
+    __slots__ = ("slots", "weights")
 
     def __init__(self) -> None:
-        self.slots = np.empty(4, dtype=np.int64)
-        self.tfs = np.empty(4, dtype=np.float32)
-        self.n = 0
+        self.slots = array("q")
+        self.weights = array("f")
 
-    def append(self, slot: int, tf: int) -> None:
-        if self.n == len(self.slots):
-            self.slots = np.resize(self.slots, 2 * self.n)
-            self.tfs = np.resize(self.tfs, 2 * self.n)
-        self.slots[self.n] = slot
-        self.tfs[self.n] = tf
-        self.n += 1
+    def views(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Zero-copy numpy views; valid until the next append (callers hold the index lock)."""
+        return (
+            np.frombuffer(self.slots, dtype=np.int64),
+            np.frombuffer(self.weights, dtype=np.float32),
+        )
 
 
 class KeywordHits:
@@ -76,14 +83,14 @@ class KeywordIndex:
     def __init__(self, tokenizer_identity: str) -> None:
         self.tokenizer_identity: Final = tokenizer_identity
         self._postings: dict[str, _Postings] = {}
-        self._df: dict[str, int] = {}
+        self._dead: dict[str, int] = {}
+        """Per token, postings that belong to removed documents (document frequency is the
+        posting count minus this)."""
         self._slot_of: dict[int, int] = {}
         self._doc_ids = np.empty(16, dtype=np.int64)
-        self._lengths = np.empty(16, dtype=np.float32)
         self._alive = np.zeros(16, dtype=bool)
         self._terms: list[tuple[str, ...]] = []
         self._n_slots = 0
-        self._total_len = 0.0
 
     def __len__(self) -> int:
         return len(self._slot_of)
@@ -99,26 +106,23 @@ class KeywordIndex:
         if slot == len(self._doc_ids):
             size = 2 * slot
             self._doc_ids = np.resize(self._doc_ids, size)
-            self._lengths = np.resize(self._lengths, size)
             alive = np.zeros(size, dtype=bool)
             alive[:slot] = self._alive[:slot]
             self._alive = alive
-        counts: dict[str, int] = {}
-        for tok in tokens:
-            counts[tok] = counts.get(tok, 0) + 1
+        counts = Counter(tokens)
+        index = self._postings
+        length_norm = _K1 * (1.0 - _B + _B * len(tokens) / _REFERENCE_LENGTH)
         for tok, tf in counts.items():
-            postings = self._postings.get(tok)
+            postings = index.get(tok)
             if postings is None:
-                postings = self._postings[tok] = _Postings()
-            postings.append(slot, tf)
-            self._df[tok] = self._df.get(tok, 0) + 1
+                postings = index[tok] = _Postings()
+            postings.slots.append(slot)
+            postings.weights.append(tf * (_K1 + 1.0) / (tf + length_norm))
         self._doc_ids[slot] = doc_id
-        self._lengths[slot] = len(tokens)
         self._alive[slot] = True
         self._terms.append(tuple(counts))
         self._slot_of[doc_id] = slot
         self._n_slots += 1
-        self._total_len += len(tokens)
 
     def remove(self, doc_ids: Sequence[int]) -> None:
         """Forget documents; unknown ids are ignored. Space is reclaimed in batches."""
@@ -127,9 +131,8 @@ class KeywordIndex:
             if slot is None:
                 continue
             self._alive[slot] = False
-            self._total_len -= float(self._lengths[slot])
             for tok in self._terms[slot]:
-                self._df[tok] -= 1
+                self._dead[tok] = self._dead.get(tok, 0) + 1
         dead = self._n_slots - len(self._slot_of)
         if dead > 64 and dead > _COMPACT_RATIO * self._n_slots:
             self._compact()
@@ -142,19 +145,17 @@ class KeywordIndex:
         remap = np.cumsum(alive) - 1
         for tok in list(self._postings):
             postings = self._postings[tok]
-            slots = postings.slots[: postings.n]
+            slots, weights = postings.views()
             keep = alive[slots]
             if not keep.any():
                 del self._postings[tok]
-                self._df.pop(tok, None)
                 continue
-            postings.slots = remap[slots[keep]].astype(np.int64)
-            postings.tfs = postings.tfs[: postings.n][keep].copy()
-            postings.n = len(postings.slots)
+            postings.slots = array("q", remap[slots[keep]].astype(np.int64).tobytes())
+            postings.weights = array("f", weights[keep].tobytes())
+        self._dead = {}
         n = len(live)
         capacity = max(16, 2 * n)
         self._doc_ids = np.resize(self._doc_ids[live], capacity)
-        self._lengths = np.resize(self._lengths[live], capacity)
         self._alive = np.zeros(capacity, dtype=bool)
         self._alive[:n] = True
         self._terms = [self._terms[s] for s in live.tolist()]
@@ -180,40 +181,47 @@ class KeywordIndex:
         if not self._slot_of or total_weight <= 0 or limit <= 0:
             return empty
         n_docs = len(self._slot_of)
-        avgdl = max(self._total_len / n_docs, 1.0)
         size = self._n_slots
-        bm25 = np.zeros(size, dtype=np.float64)
-        norm = _K1 * (1.0 - _B + _B * self._lengths[:size] / avgdl)
+        bm25 = np.zeros(size, dtype=np.float32)
         present: dict[str, npt.NDArray[np.int64]] = {}
         for token in query.tokens:
             postings = self._postings.get(token)
-            df = self._df.get(token, 0)
-            if postings is None or df <= 0:
+            if postings is None:
                 continue
-            slots = postings.slots[: postings.n]
-            tfs = postings.tfs[: postings.n].astype(np.float64)
-            idf = math.log1p((n_docs - df + 0.5) / (df + 0.5))
-            bm25[slots] += idf * tfs * (_K1 + 1.0) / (tfs + norm[slots])
+            df = len(postings.slots) - self._dead.get(token, 0)
+            if df <= 0:
+                continue
+            slots, weights = postings.views()
+            bm25[slots] += np.float32(math.log1p((n_docs - df + 0.5) / (df + 0.5))) * weights
             present[token] = slots
         if not present:
             return empty
-        covered = np.zeros(size, dtype=np.float64)
-        unit_cover = np.zeros(size, dtype=np.float64)
+        # Coverage: each unit adds its base strength where the base token occurs, and the rest
+        # of its weight where a boost token occurs (boost documents are a subset of base
+        # documents). A scratch array de-duplicates documents holding both boosts; only the
+        # boost postings, which are short, are touched twice.
+        covered = np.zeros(size, dtype=np.float32)
+        scratch = np.zeros(size, dtype=np.float32)
         for unit in query.units:
-            hit = False
-            for token, strength in unit.alternatives:
-                slots = present.get(token)
-                if slots is not None:
-                    if not hit:
-                        unit_cover.fill(0.0)
-                        hit = True
-                    unit_cover[slots] = np.maximum(unit_cover[slots], strength)
-            if hit:
-                covered += unit.weight * unit_cover
-        relevance = covered / total_weight
-        mask = self._alive[:size] & (relevance >= min_relevance - 1e-9) & (covered > 0)
+            base = present.get(unit.base)
+            if base is None:
+                continue
+            covered[base] += np.float32(unit.weight * unit.base_strength)
+            boosts = [slots for tok in unit.boosts if (slots := present.get(tok)) is not None]
+            extra = np.float32(unit.weight * (1.0 - unit.base_strength))
+            if len(boosts) == 1:
+                covered[boosts[0]] += extra
+            elif boosts:
+                union = np.concatenate(boosts)
+                scratch[union] = extra
+                covered[union] += scratch[union]
+                scratch[union] = 0.0
+        needed = np.float32((min_relevance - 1e-6) * total_weight)
+        mask = (covered > 0) & (covered >= needed)
+        mask &= self._alive[:size]
         if allowed is not None:
             mask &= allowed[:size]
+        relevance = covered / np.float32(total_weight)
         candidates = np.flatnonzero(mask)
         if candidates.size == 0:
             return empty

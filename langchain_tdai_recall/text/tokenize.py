@@ -13,6 +13,7 @@ tokens and nothing is an operator.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable
@@ -62,15 +63,20 @@ TokenKind = Literal["word", "cjk2", "cjk1"]
 class QueryUnit:
     """One unit of meaning in a query: an English word or a CJK character (or segmented word).
 
-    A memory covers the unit with the strongest of its `alternatives` that it contains: for a
-    CJK character, either bigram it is part of (strength 1) or the bare character (strength
-    0.25, weak evidence); for a word, the word itself.
+    A memory containing `base` covers the unit with strength `base_strength`; one that also
+    contains any of the `boosts` covers it fully. For a CJK character the base is the bare
+    character (weak evidence, 0.25) and the boosts are the two bigrams it is part of; every
+    memory containing such a bigram also contains the character, which the index relies on.
     """
 
     weight: float
     """Share of the query: 1 for a word, 0.5 for a CJK character (two make about one word)."""
-    alternatives: tuple[tuple[str, float], ...]
-    """(token, strength) pairs, any of which covers the unit."""
+    base: str
+    """Token whose presence covers the unit with `base_strength`."""
+    base_strength: float = 1.0
+    """Coverage from `base` alone."""
+    boosts: tuple[str, ...] = ()
+    """Tokens that raise the coverage to 1."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,14 +110,21 @@ def _stem(word: str) -> str:
     return word
 
 
-def _words(run: str) -> list[tuple[str, TokenKind]]:
+@functools.lru_cache(maxsize=1 << 16)
+def _word_token(run: str) -> str | None:
+    """The index token of one word run, or `None` for a stop word (cached: words repeat)."""
     word = run.lower().replace("’", "'")
     if word in _EN_STOP:
-        return []
+        return None
     word = word.split("'")[0] if "'" in word else word
     if not word or word in _EN_STOP:
-        return []
-    return [(_stem(word), "word")]
+        return None
+    return _stem(word)
+
+
+def _words(run: str) -> list[tuple[str, TokenKind]]:
+    tok = _word_token(run)
+    return [] if tok is None else [(tok, "word")]
 
 
 def _cjk_bigrams(run: str) -> list[tuple[str, TokenKind]]:
@@ -123,6 +136,16 @@ def _cjk_bigrams(run: str) -> list[tuple[str, TokenKind]]:
         pair = run[i : i + 2]
         if not (pair[0] in _CJK_STOP and pair[1] in _CJK_STOP):
             out.append((pair, "cjk2"))
+    return out
+
+
+def _cjk_doc_tokens(run: str) -> list[str]:
+    """Non-stop characters, then every bigram that is not two stop characters."""
+    stop = _CJK_STOP
+    out = [ch for ch in run if ch not in stop]
+    out += [
+        run[i : i + 2] for i in range(len(run) - 1) if run[i] not in stop or run[i + 1] not in stop
+    ]
     return out
 
 
@@ -144,7 +167,18 @@ class Tokenizer:
 
     def document_tokens(self, text: str) -> list[str]:
         """Tokens of a stored text, with repeats (term frequency matters for ranking)."""
-        return [tok for tok, _ in self._raw(text)]
+        out: list[str] = []
+        cjk = self._cjk
+        for cjk_run, word_run in _RUN_RE.findall(unicodedata.normalize("NFKC", text)):
+            if word_run:
+                tok = _word_token(word_run)
+                if tok is not None:
+                    out.append(tok)
+            elif cjk is _cjk_bigrams:
+                out.extend(_cjk_doc_tokens(cjk_run))
+            else:
+                out.extend(tok for tok, _ in cjk(cjk_run))
+        return out
 
     def query(self, text: str) -> Query:
         """Tokenise a query into ranking tokens and coverage units."""
@@ -153,28 +187,28 @@ class Tokenizer:
         for match in _RUN_RE.finditer(text):
             cjk_run, word_run = match.groups()
             if word_run:
-                units.extend(QueryUnit(1.0, ((tok, 1.0),)) for tok, _ in _words(word_run))
+                units.extend(QueryUnit(1.0, tok) for tok, _ in _words(word_run))
             else:
                 units.extend(self._cjk_units(cjk_run))
         seen: dict[str, None] = {}
         for unit in units:
-            for tok, _ in unit.alternatives:
+            seen.setdefault(unit.base)
+            for tok in unit.boosts:
                 seen.setdefault(tok)
         return Query(tuple(seen), tuple(units))
 
     def _cjk_units(self, run: str) -> list[QueryUnit]:
         if self._cjk is not _cjk_bigrams:
             # segmented words: each word is a unit, covered by the word itself
-            return [QueryUnit(0.5 * min(len(tok), 2), ((tok, 1.0),)) for tok, _ in self._cjk(run)]
+            return [QueryUnit(0.5 * min(len(tok), 2), tok) for tok, _ in self._cjk(run)]
         if len(run) == 1:
-            return [] if run in _CJK_STOP else [QueryUnit(0.5, ((run, 1.0),))]
+            return [] if run in _CJK_STOP else [QueryUnit(0.5, run)]
         units = []
         for i, ch in enumerate(run):
             if ch in _CJK_STOP:
                 continue
-            alts = [(run[j : j + 2], 1.0) for j in (i - 1, i) if 0 <= j < len(run) - 1]
-            alts.append((ch, 0.25))
-            units.append(QueryUnit(0.5, tuple(alts)))
+            boosts = tuple(run[j : j + 2] for j in (i - 1, i) if 0 <= j < len(run) - 1)
+            units.append(QueryUnit(0.5, ch, 0.25, boosts))
         return units
 
     def __repr__(self) -> str:

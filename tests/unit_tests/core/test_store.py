@@ -217,7 +217,7 @@ def test_closed_store_raises(store_kind: str, tmp_path: Path) -> None:
 
 
 async def test_async_twins_match_sync(memory: TdaiMemory) -> None:
-    await memory.aadd_memory("async coffee fact", user_id="u")  # type: ignore[attr-defined]
+    await memory.aadd_memory("async coffee fact", user_id="u")
     sync_hits = memory.search_memories("coffee", user_id="u")
     async_hits = await memory.asearch_memories("coffee", user_id="u")
     assert [h.id for h in sync_hits] == [h.id for h in async_hits]
@@ -225,7 +225,7 @@ async def test_async_twins_match_sync(memory: TdaiMemory) -> None:
     sync_recall = memory.recall("coffee", user_id="u")
     assert async_recall is not None and sync_recall is not None
     assert async_recall.prepend_context == sync_recall.prepend_context
-    assert len(await memory.alist_memories(user_id="u")) == 1  # type: ignore[attr-defined]
+    assert len(await memory.alist_memories(user_id="u")) == 1
 
 
 # -- durability (directory store) ---------------------------------------------------------------
