@@ -34,17 +34,28 @@ DEFAULT_USER_ID: Final = "default_user"
 """User id used when none is given (the upstream plugin's actor id)."""
 
 
-def _format_validation_error(exc: ValidationError, *, source: str | None = None) -> str:
-    """One line per problem: dotted field, what pydantic says about the rule, the given value."""
-    lines = []
+def _problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """(dotted field, what is wrong) pairs; nested models' problems get their full path."""
+    out: list[tuple[str, str]] = []
     for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        if err["type"] == "extra_forbidden":
-            lines.append(f"{loc}: unknown key (value {err['input']!r}); check the spelling")
+        loc = ".".join(str(p) for p in err["loc"])
+        inner = (err.get("ctx") or {}).get("error")
+        if isinstance(inner, ConfigError) and inner.problems:
+            out += [(".".join(x for x in (loc, sub) if x), text) for sub, text in inner.problems]
+        elif err["type"] == "extra_forbidden":
+            out.append((loc, f"unknown key (value {err['input']!r}); check the spelling"))
         else:
-            lines.append(f"{loc}: {err['msg']} (got {err['input']!r})")
+            out.append((loc, f"{err['msg']} (got {err['input']!r})"))
+    return out
+
+
+def _config_error(exc: ValidationError, *, source: str | None = None) -> ConfigError:
+    problems = _problems(exc)
     where = f" in {source}" if source else ""
-    return f"invalid configuration{where}: " + "; ".join(lines)
+    text = "; ".join(f"{loc or '(root)'}: {what}" for loc, what in problems)
+    error = ConfigError(f"invalid configuration{where}: {text}")
+    error.problems = problems
+    return error
 
 
 class _ConfigModel(BaseModel):
@@ -63,7 +74,7 @@ class _ConfigModel(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise ConfigError(_format_validation_error(exc)) from exc
+            raise _config_error(exc) from exc
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
@@ -71,7 +82,7 @@ class _ConfigModel(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(_format_validation_error(exc)) from exc
+            raise _config_error(exc) from exc
 
     def to_dict(self, *, by_alias: bool = False) -> dict[str, Any]:
         """Plain JSON-compatible dictionary; `by_alias=True` writes camelCase keys."""
@@ -213,7 +224,7 @@ class TdaiConfig(_ConfigModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(_format_validation_error(exc, source=str(p))) from exc
+            raise _config_error(exc, source=str(p)) from exc
 
     @classmethod
     def coerce(cls, config: TdaiConfig | dict[str, Any] | str | os.PathLike[str] | None) -> Self:

@@ -40,6 +40,9 @@ class TdaiRecallError(Exception):
 class ConfigError(TdaiRecallError, ValueError):
     """Invalid configuration or argument: a developer mistake, raised before any work is done."""
 
+    problems: list[tuple[str, str]] = []  # noqa: RUF012 - replaced per instance, never mutated
+    """For configuration models: (dotted field, what is wrong) per problem."""
+
 
 class ScopeError(ConfigError):
     """An invalid `user_id`/`agent_id`, or a missing `user_id` where one is required."""
