@@ -12,15 +12,17 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import numpy.typing as npt
-from langchain_tdai_recall.store._vectors import VectorIndex
 
 from langchain_tdai_recall.store._keyword import KeywordHits, KeywordIndex
 from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow, SqliteRecords
 from langchain_tdai_recall.text.tokenize import Query, Tokenizer
+
+if TYPE_CHECKING:
+    from langchain_tdai_recall.store._vectors import VectorIndex
 
 __all__ = ["LayerIndex", "RowMeta"]
 
@@ -135,6 +137,9 @@ class LayerIndex:
         if with_vec:
             matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(with_vec), -1)
             if self.vectors is None:
+                # faiss loads here, on the first vector, not at package import
+                from langchain_tdai_recall.store._vectors import VectorIndex  # noqa: PLC0415
+
                 self.vectors = VectorIndex(matrix.shape[1])
             if matrix.shape[1] != self.vectors.dim:
                 logger.warning(
