@@ -1,0 +1,339 @@
+"""Recall for existing chains: `memory.as_runnable()` and `memory.wrap_model(model)`.
+
+`as_runnable()` is a step to put between a prompt and a model:
+`prompt | memory.as_runnable() | model`. It takes a `PromptValue`, a list of messages or a
+string and returns the messages with the same injection the agent middleware makes: the
+persona/scene/tools block appended to the system message, the recalled memories in front of the
+latest human message. The scope comes from `config["configurable"]` (`user_id`, `agent_id`,
+`session_key`, `thread_id`) at invoke time, else from the options given here.
+
+`wrap_model(model)` is for constructors that call `bind_tools` themselves, such as
+`create_tool_calling_agent`: the wrapper's `bind_tools(...)` (and its own `invoke`/`stream`)
+run the recall step before every model call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForChainRun,
+    AsyncCallbackManagerForLLMRun,
+    CallbackManagerForChainRun,
+    CallbackManagerForLLMRun,
+)
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    convert_to_messages,
+)
+from langchain_core.outputs import ChatResult
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.tools import BaseTool
+from pydantic import ConfigDict, Field
+from typing_extensions import override
+
+from langchain_tdai_recall.errors import ConfigError
+from langchain_tdai_recall.middleware import (
+    RecallOutcome,
+    arun_recall,
+    inject_recall,
+    message_text,
+    run_recall,
+)
+from langchain_tdai_recall.tools import Scope, ScopeResolver, latest_human_index
+
+if TYPE_CHECKING:
+    from langchain_tdai_recall.memory import TdaiMemory
+
+__all__ = ["RecallChatModel", "RecallRunnable", "create_recall_runnable", "wrap_model"]
+
+logger = logging.getLogger(__name__)
+
+RecallInput = PromptValue | str | Sequence[Any]
+"""What the recall step accepts: a prompt value, a string (one human message) or messages."""
+
+
+def _to_messages(value: Any) -> list[BaseMessage]:
+    if isinstance(value, PromptValue):
+        return value.to_messages()
+    if isinstance(value, str):
+        return [HumanMessage(content=value)]
+    if isinstance(value, Sequence):
+        return convert_to_messages(value)
+    msg = (
+        "the recall step takes a PromptValue, a string or a list of messages, "
+        f"got {type(value).__name__}"
+    )
+    raise ConfigError(msg)
+
+
+def _apply(messages: list[BaseMessage], outcome: RecallOutcome) -> list[BaseMessage]:
+    """Inject into a full message list (the system message, if any, is part of it)."""
+    index = next((i for i, m in enumerate(messages) if isinstance(m, SystemMessage)), None)
+    system = cast("SystemMessage", messages[index]) if index is not None else None
+    rest = [m for i, m in enumerate(messages) if i != index]
+    new_system, new_rest = inject_recall(system, rest, outcome.result)
+    if new_system is None:
+        return new_rest
+    position = index if index is not None else 0
+    return [*new_rest[:position], new_system, *new_rest[position:]]
+
+
+class RecallRunnable(Runnable[RecallInput, list[BaseMessage]]):
+    """The recall step of an LCEL chain; see `create_recall_runnable`."""
+
+    def __init__(self, memory: TdaiMemory, resolver: ScopeResolver) -> None:
+        self.memory = memory
+        self.resolver = resolver
+
+    @property
+    @override
+    def InputType(self) -> Any:
+        return RecallInput
+
+    @property
+    @override
+    def OutputType(self) -> Any:
+        return list[BaseMessage]
+
+    def _plan(self, value: Any, config: RunnableConfig) -> tuple[list[BaseMessage], Scope, str]:
+        messages = _to_messages(value)
+        scope = self.resolver.resolve(None, config.get("configurable"))
+        index = latest_human_index(messages)
+        return messages, scope, message_text(messages[index] if index is not None else None)
+
+    def _transform(
+        self, value: RecallInput, run_manager: CallbackManagerForChainRun, config: RunnableConfig
+    ) -> list[BaseMessage]:
+        messages, scope, text = self._plan(value, config)
+        return _apply(messages, run_recall(self.memory, text, scope))
+
+    async def _atransform(
+        self,
+        value: RecallInput,
+        run_manager: AsyncCallbackManagerForChainRun,
+        config: RunnableConfig,
+    ) -> list[BaseMessage]:
+        messages, scope, text = self._plan(value, config)
+        return _apply(messages, await arun_recall(self.memory, text, scope))
+
+    @override
+    def invoke(
+        self, input: RecallInput, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[BaseMessage]:
+        """Return the messages with this turn's recall injected."""
+        return self._call_with_config(self._transform, input, config, run_type="chain")
+
+    @override
+    async def ainvoke(
+        self, input: RecallInput, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[BaseMessage]:
+        """Async version of `invoke`."""
+        return await self._acall_with_config(self._atransform, input, config, run_type="chain")
+
+
+def create_recall_runnable(
+    memory: TdaiMemory,
+    *,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    session_key: str | None = None,
+    require_user_id: bool = False,
+) -> RecallRunnable:
+    """Build the recall step behind `TdaiMemory.as_runnable()`.
+
+    Args:
+        memory: The store to recall from.
+        user_id: User when `configurable` names none.
+        agent_id: Agent when `configurable` names none.
+        session_key: Session when `configurable` names none.
+        require_user_id: Raise `ScopeError` instead of using the default user.
+
+    Returns:
+        A runnable from a `PromptValue`, messages or a string to the injected messages.
+
+    Example:
+        ```python
+        from langchain_core.prompts import ChatPromptTemplate
+        from langchain_tdai_recall import TdaiMemory
+        from langchain_tdai_recall.testing import FakeToolCallingChatModel, HashEmbeddings
+
+        memory = TdaiMemory.open(embeddings=HashEmbeddings(dims=64))
+        prompt = ChatPromptTemplate.from_messages([("system", "Be brief."), ("human", "{q}")])
+        chain = prompt | memory.as_runnable() | FakeToolCallingChatModel(script=["Hi"])
+        chain.invoke({"q": "Hello"}, config={"configurable": {"user_id": "alice"}})
+        ```
+    """
+    resolver = ScopeResolver(
+        user_id=user_id,
+        agent_id=agent_id,
+        session_key=session_key,
+        require_user_id=require_user_id,
+    )
+    return RecallRunnable(memory, resolver)
+
+
+class RecallChatModel(BaseChatModel):
+    """A chat model that runs the recall step before every call; see `wrap_model`."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    model: BaseChatModel
+    """The wrapped chat model."""
+    recall: RecallRunnable = Field(exclude=True)
+    """The recall step run before every call."""
+
+    @property
+    @override
+    def _llm_type(self) -> str:
+        return "tdai-recall-wrapper"
+
+    @property
+    @override
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"wrapped": self.model._llm_type}
+
+    def _chain(
+        self, stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> Runnable[RecallInput, BaseMessage]:
+        if stop is not None:
+            kwargs = {**kwargs, "stop": stop}
+        model: Runnable[Any, BaseMessage] = self.model.bind(**kwargs) if kwargs else self.model
+        return self.recall | model
+
+    @override
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools to the wrapped model; the result injects recall before every call."""
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
+        bound = self.model.bind_tools(tools, **kwargs)
+        return cast("Runnable[LanguageModelInput, AIMessage]", self.recall | bound)
+
+    @override
+    def with_structured_output(self, schema: Any, **kwargs: Any) -> Runnable[Any, Any]:
+        """Structured output of the wrapped model, with recall injected first."""
+        return self.recall | self.model.with_structured_output(schema, **kwargs)
+
+    @override
+    def invoke(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> AIMessage:
+        """Call the wrapped model with recall injected."""
+        return cast("AIMessage", self._chain(stop, kwargs).invoke(input, config))
+
+    @override
+    async def ainvoke(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> AIMessage:
+        """Async version of `invoke`."""
+        return cast("AIMessage", await self._chain(stop, kwargs).ainvoke(input, config))
+
+    @override
+    def stream(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> Iterator[AIMessageChunk]:
+        """Stream the wrapped model with recall injected."""
+        for chunk in self._chain(stop, kwargs).stream(input, config):
+            yield cast("AIMessageChunk", chunk)
+
+    @override
+    async def astream(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[AIMessageChunk]:
+        """Async version of `stream`."""
+        async for chunk in self._chain(stop, kwargs).astream(input, config):
+            yield cast("AIMessageChunk", chunk)
+
+    @override
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        injected = self.recall.invoke(messages, ensure_config())
+        return self.model._generate(injected, stop=stop, run_manager=run_manager, **kwargs)
+
+    @override
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        injected = await self.recall.ainvoke(messages, ensure_config())
+        return await self.model._agenerate(injected, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def wrap_model(
+    memory: TdaiMemory,
+    model: BaseChatModel,
+    *,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    session_key: str | None = None,
+    require_user_id: bool = False,
+) -> RecallChatModel:
+    """Wrap a chat model so that every call, and every `bind_tools(...)` result, recalls first.
+
+    Args:
+        memory: The store to recall from.
+        model: The chat model to wrap.
+        user_id: User when `configurable` names none (executors that pass no config need it).
+        agent_id: Agent when `configurable` names none.
+        session_key: Session when `configurable` names none.
+        require_user_id: Raise `ScopeError` instead of using the default user.
+
+    Returns:
+        The wrapped model.
+
+    Raises:
+        ConfigError: If `model` is not a chat model.
+    """
+    if not isinstance(cast("object", model), BaseChatModel):
+        msg = f"wrap_model needs a LangChain chat model, got {type(model).__name__}"
+        raise ConfigError(msg)
+    recall = create_recall_runnable(
+        memory,
+        user_id=user_id,
+        agent_id=agent_id,
+        session_key=session_key,
+        require_user_id=require_user_id,
+    )
+    return RecallChatModel(model=model, recall=recall)

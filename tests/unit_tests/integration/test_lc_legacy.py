@@ -1,0 +1,98 @@
+"""The legacy `AgentExecutor` example (langchain-classic): scoped tools, turn budget, capture."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain_classic")
+
+from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
+from langchain_core.prompts import ChatPromptTemplate
+
+from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall.legacy import ExecutorMemory
+from langchain_tdai_recall.testing import FakeToolCallingChatModel
+from langchain_tdai_recall.tools import BUDGET_EXHAUSTED_MESSAGE
+
+from ._helpers import last_human
+
+SEARCH = {"name": "tdai_memory_search", "args": {"query": "window seats"}}
+CONVO = {"name": "tdai_conversation_search", "args": {"query": "seats"}}
+PROMPT = ChatPromptTemplate.from_messages(
+    [
+        ("system", "You are a helpful assistant."),
+        ("human", "{input}"),
+        ("placeholder", "{agent_scratchpad}"),
+    ]
+)
+
+
+def _executor(memory: TdaiMemory, model: FakeToolCallingChatModel) -> tuple[ExecutorMemory, Any]:
+    session = ExecutorMemory(memory, user_id="alice", session_key="chat-1")
+    agent = create_tool_calling_agent(session.wrap_model(model), session.tools, PROMPT)
+    executor = AgentExecutor(agent=agent, tools=session.tools, return_intermediate_steps=True)
+    return session, session.wrap_executor(executor)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_executor_example(mem: TdaiMemory, use_async: bool) -> None:
+    model = FakeToolCallingChatModel(
+        script=[
+            [SEARCH, SEARCH, SEARCH, SEARCH, CONVO],
+            "You like window seats.",
+            [SEARCH],
+            "Still window seats.",
+        ]
+    )
+    session, turn = _executor(mem, model)
+
+    async def run(text: str) -> dict[str, Any]:
+        if use_async:
+            return await turn.ainvoke({"input": text})
+        return turn.invoke({"input": text})
+
+    out = await run("Which seats do I like on long flights?")
+    assert out["output"] == "You like window seats."
+    observations = [obs for _, obs in out["intermediate_steps"]]
+    refused = BUDGET_EXHAUSTED_MESSAGE.format(limit=3)
+    assert sum(o == refused for o in observations) == 2
+    assert sum(o != refused for o in observations) == 3
+    assert (session.budget.used, session.budget.blocked) == (3, 2)
+    if not use_async:  # sequential execution grants in call order
+        assert [o == refused for o in observations] == [False, False, False, True, True]
+
+    # The model saw the recall, with the explicit scope (the executor passes no config).
+    human = last_human(model.requests[0])
+    assert str(human.content).startswith("<relevant-memories>")
+    assert "window seats" in str(human.content)
+    assert "aisle" not in str(human.content)
+
+    # The next turn resets the budget, and the first turn was captured to L0.
+    out = await run("And on short flights?")
+    assert [o == refused for _, o in out["intermediate_steps"]] == [False]
+    hits = mem.search_conversations("window seats", user_id="alice")
+    assert {h.content for h in hits} >= {
+        "Which seats do I like on long flights?",
+        "You like window seats.",
+    }
+    assert all(h.session_key == "chat-1" for h in hits)
+
+
+def test_turn_context_manager(mem: TdaiMemory) -> None:
+    session = ExecutorMemory(mem, user_id="alice")
+    search = session.tools[0]
+    with session.turn():
+        results = [search.invoke({"query": "seats"}) for _ in range(4)]
+    assert results[-1] == BUDGET_EXHAUSTED_MESSAGE.format(limit=3)
+    with session.turn() as budget:
+        assert search.invoke({"query": "seats"}) != results[-1]
+        assert budget.used == 1
+
+
+def test_bad_arguments(mem: TdaiMemory) -> None:
+    with pytest.raises(ValueError, match="session_key"):
+        ExecutorMemory(mem, user_id="alice", session_key="")
+    with pytest.raises(ValueError, match="runnable"):
+        ExecutorMemory(mem, user_id="alice").wrap_executor(object())  # type: ignore[arg-type]

@@ -1,0 +1,258 @@
+"""The memory tools: standard tests, schemas, validation, output, scoping."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langchain_tests.unit_tests import ToolsUnitTests
+
+from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall.testing import HashEmbeddings
+
+from .conftest import seed
+
+_STANDARD_MEMORY = seed(TdaiMemory.open(None, embeddings=HashEmbeddings(dims=64)))
+_STANDARD_TOOLS = _STANDARD_MEMORY.tools(user_id="alice")
+
+
+class TestMemorySearchStandard(ToolsUnitTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _STANDARD_TOOLS[0]
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"query": "window seats", "limit": 3, "type": "persona"}
+
+
+class TestConversationSearchStandard(ToolsUnitTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _STANDARD_TOOLS[1]
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"query": "window seats", "limit": 3}
+
+
+class TestReadSceneStandard(ToolsUnitTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _STANDARD_TOOLS[2]
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"name": "travel"}
+
+
+def _tool_call(name: str, args: dict[str, Any], call_id: str = "call_1") -> dict[str, Any]:
+    return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
+
+
+def _schemas(tools: list[BaseTool]) -> str:
+    return json.dumps([convert_to_openai_tool(t) for t in tools], sort_keys=False)
+
+
+def test_names_order_and_model_facing_schemas(mem: TdaiMemory) -> None:
+    tools = mem.tools()
+    assert [t.name for t in tools] == [
+        "tdai_memory_search",
+        "tdai_conversation_search",
+        "tdai_read_scene",
+    ]
+    search, convo, scene = (convert_to_openai_tool(t)["function"] for t in tools)
+    assert search["parameters"]["required"] == ["query"]
+    props = search["parameters"]["properties"]
+    assert set(props) == {"query", "limit", "type", "scene"}
+    assert props["limit"]["type"] == "integer"
+    assert (props["limit"]["minimum"], props["limit"]["maximum"], props["limit"]["default"]) == (
+        1,
+        20,
+        5,
+    )
+    enum = next(a for a in props["type"]["anyOf"] if "enum" in a)["enum"]
+    assert enum == ["persona", "episodic", "instruction"]
+    assert set(convo["parameters"]["properties"]) == {"query", "limit", "session_key"}
+    assert set(scene["parameters"]["properties"]) == {"name"}
+    assert "budget of 3 calls per turn" in search["description"]
+    assert "budget of 3 calls per turn" in convo["description"]
+    for tool in tools:
+        assert "runtime" not in json.dumps(convert_to_openai_tool(tool))
+        assert "runtime" not in tool.args
+
+
+def test_schemas_are_byte_stable(mem: TdaiMemory, empty_mem: TdaiMemory) -> None:
+    first = _schemas(mem.tools())
+    assert _schemas(mem.tools(user_id="bob")) == first
+    assert _schemas(empty_mem.tools()) == first
+    assert _schemas(mem.middleware().tools) == first  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        ({"query": "seats", "limit": 0}, "limit"),
+        ({"query": "seats", "limit": 21}, "limit"),
+        ({"query": "seats", "limit": 2.5}, "limit"),
+        ({"query": "seats", "limit": True}, "limit"),
+        ({"query": "seats", "limit": "many"}, "limit"),
+        ({"query": "seats", "type": "secret"}, "type"),
+        ({"query": "   "}, "query"),
+        ({}, "query"),
+    ],
+)
+def test_invalid_arguments_become_error_tool_messages(
+    mem: TdaiMemory, args: dict[str, Any], problem: str
+) -> None:
+    search = mem.tools(user_id="alice")[0]
+    result = search.invoke(_tool_call("tdai_memory_search", args))
+    assert isinstance(result, ToolMessage)
+    assert result.status == "error"
+    assert str(result.content).startswith("Invalid arguments for tdai_memory_search:")
+    assert problem in str(result.content)
+
+
+def test_integral_values_are_accepted(mem: TdaiMemory) -> None:
+    search = mem.tools(user_id="alice")[0]
+    result = search.invoke(_tool_call("tdai_memory_search", {"query": "seats", "limit": 2}))
+    assert result.status == "success"
+    assert len(result.artifact) <= 2
+
+
+def test_memory_search_text_and_artifact(mem: TdaiMemory) -> None:
+    search = mem.tools(user_id="alice")[0]
+    result = search.invoke(_tool_call("tdai_memory_search", {"query": "window seats flights"}))
+    assert isinstance(result, ToolMessage)
+    assert result.status == "success"
+    hits = mem.search_memories("window seats flights", user_id="alice")
+    assert hits
+    assert [a["id"] for a in result.artifact] == [h.id for h in hits]
+    assert result.artifact[0]["score"] == hits[0].score
+    json.dumps(result.artifact)  # plain data, safe to checkpoint
+    text = str(result.content)
+    noun = "memory" if len(hits) == 1 else "memories"
+    assert text.startswith(f"Found {len(hits)} matching {noun}:")
+    assert f"1. [{hits[0].type} | priority {hits[0].priority} | score {hits[0].score:.3f}]" in text
+    assert hits[0].content in text
+
+    filtered = search.invoke(
+        _tool_call("tdai_memory_search", {"query": "window seats flights", "type": "episodic"})
+    )
+    assert all(a["type"] == "episodic" for a in filtered.artifact)
+
+
+def test_no_results_sentence(empty_mem: TdaiMemory) -> None:
+    search, convo, _ = empty_mem.tools()
+    result = search.invoke(_tool_call("tdai_memory_search", {"query": "anything"}))
+    assert (result.content, result.artifact, result.status) == (
+        "No matching memories found.",
+        [],
+        "success",
+    )
+    result = convo.invoke(_tool_call("tdai_conversation_search", {"query": "anything"}))
+    assert result.content == "No matching conversation messages found."
+
+
+def test_conversation_search_shows_role_session_time(mem: TdaiMemory) -> None:
+    mem.record_messages(
+        [
+            {
+                "role": "user",
+                "content": "I booked the Lisbon hotel",
+                "recorded_at": "2025-05-01T08:00:00Z",
+            },
+            {"role": "assistant", "content": "Great, Lisbon hotel noted."},
+        ],
+        session_key="s-42",
+        user_id="alice",
+    )
+    convo = mem.tools(user_id="alice")[1]
+    result = convo.invoke(_tool_call("tdai_conversation_search", {"query": "Lisbon hotel"}))
+    text = str(result.content)
+    assert text.startswith("Found 2 matching messages:")
+    assert "| session: s-42 |" in text
+    assert "[user | session: s-42 | " in text
+    assert "I booked the Lisbon hotel" in text
+    assert {a["session_key"] for a in result.artifact} == {"s-42"}
+    only = convo.invoke(
+        _tool_call("tdai_conversation_search", {"query": "Lisbon hotel", "session_key": "other"})
+    )
+    assert only.artifact == []
+
+
+def test_read_scene_confined_to_scope(mem: TdaiMemory) -> None:
+    alice_scene = mem.tools(user_id="alice")[2]
+    ok = alice_scene.invoke(_tool_call("tdai_read_scene", {"name": "travel"}))
+    assert ok.status == "success"
+    assert "Window seats, early flights" in str(ok.content)
+    assert ok.artifact["name"] == "travel"
+
+    for name in ("../travel", "travel/../../etc/passwd", "/etc/passwd", "nope"):
+        refused = alice_scene.invoke(_tool_call("tdai_read_scene", {"name": name}))
+        assert refused.status == "error", name
+        assert "Available scenes: travel." in str(refused.content)
+
+    bob_scene = mem.tools(user_id="bob")[2]
+    refused = bob_scene.invoke(_tool_call("tdai_read_scene", {"name": "travel"}))
+    assert refused.status == "error"
+    assert "Available scenes: none." in str(refused.content)
+
+
+async def test_async_tools_match_sync(mem: TdaiMemory) -> None:
+    for tool, args in zip(
+        mem.tools(user_id="alice"),
+        ({"query": "window seats"}, {"query": "window seats"}, {"name": "travel"}),
+        strict=True,
+    ):
+        sync = tool.invoke(_tool_call(tool.name, args))
+        async_ = await tool.ainvoke(_tool_call(tool.name, args))
+        assert (sync.content, sync.status) == (async_.content, async_.status)
+
+
+def test_scope_from_configurable(mem: TdaiMemory) -> None:
+    search = mem.tools()[0]
+    alice = search.invoke(
+        _tool_call("tdai_memory_search", {"query": "seats"}),
+        {"configurable": {"user_id": "alice"}},
+    )
+    bob = search.invoke(
+        _tool_call("tdai_memory_search", {"query": "seats"}),
+        {"configurable": {"user_id": "bob"}},
+    )
+    assert "window" in str(alice.content)
+    assert "aisle" not in str(alice.content)
+    assert "aisle" in str(bob.content)
+    assert "window" not in str(bob.content)
+
+
+def test_store_failure_becomes_error_message(mem: TdaiMemory) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        msg = "secret memory text should not leak"
+        raise RuntimeError(msg)
+
+    mem.search_memories = broken  # type: ignore[method-assign]
+    result = mem.tools(user_id="alice")[0].invoke(
+        _tool_call("tdai_memory_search", {"query": "seats"})
+    )
+    assert result.status == "error"
+    assert "RuntimeError" in str(result.content)
+    assert "secret" not in str(result.content)
+    assert "answer with the information you already have" in str(result.content)
+
+
+def test_bad_options(mem: TdaiMemory) -> None:
+    with pytest.raises(ValueError, match="budget"):
+        mem.tools(budget=3)
+    with pytest.raises(ValueError, match="user_id"):
+        mem.tools(user_id="")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_standard_memory() -> Any:
+    yield
+    _STANDARD_MEMORY.close()
