@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Self, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -308,21 +308,22 @@ class TdaiMemory:
     def _record(
         self, data: MemoryRecord | Mapping[str, Any], scope: Scope, now: str
     ) -> MemoryRecord:
-        if isinstance(data, MemoryRecord):
+        given = cast("object", data)
+        if isinstance(given, MemoryRecord):
             fields: dict[str, Any] = {
-                k: getattr(data, k) for k in MemoryRecord.__dataclass_fields__
+                k: getattr(given, k) for k in MemoryRecord.__dataclass_fields__
             }
-        elif isinstance(data, Mapping):
-            unknown = set(data) - set(MemoryRecord.__dataclass_fields__)
+        elif isinstance(given, Mapping):
+            unknown = set(given) - set(MemoryRecord.__dataclass_fields__)
             if unknown:
                 msg = (
                     f"unknown memory field(s) {sorted(unknown)}; allowed: "
                     f"{sorted(MemoryRecord.__dataclass_fields__)}"
                 )
                 raise ConfigError(msg)
-            fields = dict(data)
+            fields = dict(given)
         else:
-            msg = f"a memory must be a MemoryRecord or a dict, got {type(data).__name__}"
+            msg = f"a memory must be a MemoryRecord or a dict, got {type(given).__name__}"
             raise ConfigError(msg)
         content = fields.get("content")
         if not isinstance(content, str) or not content.strip():
@@ -549,7 +550,7 @@ class TdaiMemory:
         `recorded_at`). Human and AI messages are kept (system and tool messages are not), with
         any injected memory blocks removed; empty messages and ids already stored are skipped.
         """
-        if not isinstance(session_key, str):
+        if not isinstance(cast("object", session_key), str):
             msg = f"session_key must be a string, got {session_key!r}"
             raise ConfigError(msg)
         scope = self.scope(user_id, agent_id)
@@ -581,7 +582,7 @@ class TdaiMemory:
         self, text: str | None, *, user_id: str | None = None, agent_id: str | None = None
     ) -> None:
         """Replace the scope's L3 persona (Markdown); `None` or blank deletes it."""
-        if text is not None and not isinstance(text, str):
+        if text is not None and not isinstance(cast("object", text), str):
             msg = f"persona text must be a string or None, got {type(text).__name__}"
             raise ConfigError(msg)
         self._store.documents.set_persona(self.scope(user_id, agent_id), text)
@@ -609,7 +610,7 @@ class TdaiMemory:
             msg = f"heat must be a non-negative integer or None, got {heat!r}"
             raise ConfigError(msg)
         for field, value in (("name", name), ("summary", summary), ("body", body)):
-            if not isinstance(value, str):
+            if not isinstance(cast("object", value), str):
                 msg = f"scene {field} must be a string, got {type(value).__name__}"
                 raise ConfigError(msg)
         return self._store.documents.upsert_scene(

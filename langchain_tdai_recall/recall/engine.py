@@ -68,9 +68,10 @@ class RecallEngine:
             return future.result(timeout=cfg.timeout_ms / 1000)
         except FutureTimeout:
             future.cancel()
-            return self._timed_out()
+            self._timed_out()
         except Exception as exc:
-            return self._failed(exc)
+            self._failed(exc)
+        return None
 
     async def arecall(self, user_text: object, scope: Scope) -> RecallResult | None:
         """Async version of `recall`; the event loop is never blocked."""
@@ -83,11 +84,13 @@ class RecallEngine:
         try:
             return await asyncio.wait_for(future, timeout=cfg.timeout_ms / 1000)
         except TimeoutError:
-            return self._timed_out()
+            self._timed_out()
         except Exception as exc:
-            return self._failed(exc)
+            self._failed(exc)
+        return None
 
     def _timed_out(self) -> None:
+        """Log the timeout once; raise it under `on_error="raise"`."""
         timeout_ms = self.config.recall.timeout_ms
         logger.warning(
             "recall exceeded recall.timeout_ms=%d; skipping memory injection for this turn",
@@ -97,6 +100,7 @@ class RecallEngine:
             raise RecallTimeoutError(timeout_ms)
 
     def _failed(self, exc: Exception) -> None:
+        """Log a backend failure; re-raise it under `on_error="raise"`."""
         if self.config.recall.on_error == "raise":
             raise exc
         logger.warning(

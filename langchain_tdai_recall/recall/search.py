@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -70,7 +70,8 @@ def normalize_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     matrix = np.nan_to_num(np.asarray(matrix, dtype=np.float32), nan=0.0, posinf=0.0, neginf=0.0)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (matrix / norms).astype(np.float32)
+    normalized: npt.NDArray[np.float32] = (matrix / norms).astype(np.float32)
+    return normalized
 
 
 class Searcher:
@@ -178,8 +179,8 @@ class Searcher:
                 timings["vector"] = (time.perf_counter() - t2) * 1000
 
         kw_ids: npt.NDArray[np.int64] | None = None
-        kw_bm25: npt.NDArray[np.float64] | None = None
-        kw_rel: npt.NDArray[np.float64] | None = None
+        kw_bm25: npt.NDArray[np.floating[Any]] | None = None
+        kw_rel: npt.NDArray[np.floating[Any]] | None = None
         if effective in ("hybrid", "keyword"):
             t3 = time.perf_counter()
             found = index.keyword_search(
@@ -228,8 +229,8 @@ def _fuse(
     strategy: RecallStrategy,
     *,
     kw_ids: npt.NDArray[np.int64] | None,
-    kw_rank_scores: npt.NDArray[np.float64] | None,
-    kw_rel: npt.NDArray[np.float64] | None,
+    kw_rank_scores: npt.NDArray[np.floating[Any]] | None,
+    kw_rel: npt.NDArray[np.floating[Any]] | None,
     vec_ids: npt.NDArray[np.int64] | None,
     vec_scores: npt.NDArray[np.float32] | None,
     index: LayerIndex,

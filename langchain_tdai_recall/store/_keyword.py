@@ -20,7 +20,7 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -66,8 +66,8 @@ class KeywordHits:
     def __init__(
         self,
         ids: npt.NDArray[np.int64],
-        bm25: npt.NDArray[np.float64],
-        relevance: npt.NDArray[np.float64],
+        bm25: npt.NDArray[np.floating[Any]],
+        relevance: npt.NDArray[np.floating[Any]],
     ) -> None:
         self.ids = ids
         self.bm25 = bm25
@@ -207,7 +207,7 @@ class KeywordIndex:
             if base is None:
                 continue
             covered[base] += np.float32(unit.weight * unit.base_strength)
-            boosts = [slots for tok in unit.boosts if (slots := present.get(tok)) is not None]
+            boosts = [hit for tok in unit.boosts if (hit := present.get(tok)) is not None]
             extra = np.float32(unit.weight * (1.0 - unit.base_strength))
             if len(boosts) == 1:
                 covered[boosts[0]] += extra
