@@ -1,0 +1,783 @@
+"""The `tdai-recall` command line: a thin shell over the public `TdaiMemory` API.
+
+Usage (also `python -m langchain_tdai_recall ...`)::
+
+    tdai-recall demo                                   # offline tour, in-memory store
+    tdai-recall add "The user is vegetarian." --type persona
+    tdai-recall search "what does the user eat?" --limit 3
+    tdai-recall recall "Plan dinner for Friday"        # both injected blocks and the scores
+    tdai-recall import-upstream ~/.openclaw/memory-tdai
+    tdai-recall stats
+    tdai-recall config defaults | config schema
+
+Common options (before or after the subcommand): `--store PATH` (default: `$TDAI_RECALL_STORE`,
+else `./tdai-store`; `:memory:` for a throw-away store), `--user`, `--agent`, `--config FILE`,
+`--embeddings default|none|hash`, `--json`, `-v`/`-q`.
+
+Results go to standard output (`--json` for machine-readable output); logs and progress bars go
+to standard error. Every error prints one line and exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
+
+from langchain_tdai_recall.errors import TdaiRecallError
+from langchain_tdai_recall.types import MEMORY_TYPES
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+
+    from langchain_tdai_recall.memory import TdaiMemory
+    from langchain_tdai_recall.types import ImportReport, MemoryHit, MessageHit, RecallResult
+
+__all__ = ["DEFAULT_STORE", "STORE_ENV", "build_parser", "main"]
+
+PROG: Final = "tdai-recall"
+STORE_ENV: Final = "TDAI_RECALL_STORE"
+"""Environment variable naming the default store directory."""
+DEFAULT_STORE: Final = "tdai-store"
+"""Store directory used when neither `--store` nor `$TDAI_RECALL_STORE` is given (relative to
+the working directory)."""
+IN_MEMORY: Final = ":memory:"
+"""`--store` value for a throw-away in-memory store."""
+HASH_DIMS: Final = 64
+"""Dimension of the `--embeddings hash` test embedder."""
+MAX_SKIPPED_SHOWN: Final = 20
+"""Skipped import items listed in text output (all of them with `-v` or `--json`)."""
+
+_LOGGER_NAME: Final = "langchain_tdai_recall"
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Scope:
+    user_id: str | None
+    agent_id: str | None
+
+
+class _UsageError(Exception):
+    """A command-line mistake, reported like any other error (one line, status 1)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that raises instead of printing usage and exiting with status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        msg = f"{message} (see '{self.prog} --help')"
+        raise _UsageError(msg)
+
+
+# --------------------------------------------------------------------------------------------
+# Parser
+
+
+def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """Options accepted both before and after the subcommand.
+
+    On subcommands the defaults are suppressed so that a value given before the subcommand is
+    not overwritten by the subparser's default.
+    """
+
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if suppress else value
+
+    group = parser.add_argument_group("common options")
+    group.add_argument(
+        "--store",
+        metavar="PATH",
+        default=default(None),
+        help=f"store directory (default: ${STORE_ENV}, else ./{DEFAULT_STORE}); "
+        f"'{IN_MEMORY}' for a throw-away in-memory store",
+    )
+    group.add_argument(
+        "--user", metavar="ID", default=default(None), help="user id (default: default_user)"
+    )
+    group.add_argument(
+        "--agent",
+        metavar="ID",
+        default=default(None),
+        help="agent id (default: the user's shared memory)",
+    )
+    group.add_argument(
+        "--config",
+        metavar="FILE",
+        default=default(None),
+        help="JSON configuration file (snake_case or the original plugin's camelCase keys)",
+    )
+    group.add_argument(
+        "--embeddings",
+        choices=("default", "none", "hash"),
+        default=default("default"),
+        help="'default': the bundled offline embedder; 'none': keyword-only; "
+        "'hash': a deterministic test embedder (fast, offline, not semantic)",
+    )
+    group.add_argument(
+        "--json",
+        action="store_true",
+        default=default(False),
+        help="machine-readable output",
+    )
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default(0),
+        help="more log output on stderr (-v info, -vv debug)",
+    )
+    group.add_argument(
+        "-q",
+        "--quiet",
+        action="count",
+        default=default(0),
+        help="less log output on stderr (errors only)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `tdai-recall` argument parser."""
+    parser = _Parser(
+        prog=PROG,
+        description="Layered long-term memory for LangChain agents: inspect, fill and try a "
+        "memory store from the shell.",
+        epilog=f"Run '{PROG} demo' for an offline tour.",
+    )
+    _add_common(parser, suppress=False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    def command(name: str, func: Callable[[argparse.Namespace], int], help_: str) -> Any:
+        p = sub.add_parser(name, help=help_, description=help_)
+        _add_common(p, suppress=True)
+        p.set_defaults(func=func)
+        return p
+
+    p = command(
+        "demo",
+        _cmd_demo,
+        "offline tour: build a sample memory (Chinese and English), recall for a few turns "
+        "and run one scripted agent turn",
+    )
+    p.add_argument("--no-agent", action="store_true", help="skip the scripted create_agent turn")
+
+    p = command("add", _cmd_add, "add (or update, with --id) one L1 memory")
+    p.add_argument("content", help="the memory text")
+    p.add_argument("--type", choices=MEMORY_TYPES, default="episodic", help="memory type")
+    p.add_argument("--scene", default="", help="situation label")
+    p.add_argument("--priority", type=int, default=50, help="0..100, or -1 (default 50)")
+    p.add_argument("--start", metavar="TIME", help="activity start (ISO 8601)")
+    p.add_argument("--end", metavar="TIME", help="activity end (ISO 8601)")
+    p.add_argument("--timestamp", metavar="TIME", help="event time (ISO 8601)")
+    p.add_argument("--id", help="memory id (an existing id is updated)")
+    p.add_argument("--session", default="", help="session key")
+
+    p = command("search", _cmd_search, "search L1 memories (or L0 messages with --messages)")
+    p.add_argument("query", help="search text")
+    p.add_argument("--limit", type=_limit, default=5, help="1..20 (default 5)")
+    p.add_argument("--type", choices=MEMORY_TYPES, help="only this memory type")
+    p.add_argument("--scene", help="only this situation label")
+    p.add_argument("--messages", action="store_true", help="search raw conversation messages (L0)")
+    p.add_argument("--session", help="with --messages: only this session key")
+
+    p = command(
+        "recall", _cmd_recall, "run recall for a user message; print both blocks and the scores"
+    )
+    p.add_argument("text", help="the user's message")
+    p.add_argument("--session", help="session key")
+
+    p = command(
+        "import-upstream",
+        _cmd_import,
+        "import a data directory of the original TencentDB Agent Memory plugin",
+    )
+    p.add_argument("dir", metavar="DIR", help="e.g. ~/.openclaw/memory-tdai")
+    prog_group = p.add_mutually_exclusive_group()
+    prog_group.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_const",
+        const=True,
+        default=None,
+        help="always draw progress bars (default: only on a terminal)",
+    )
+    prog_group.add_argument(
+        "--no-progress", dest="progress", action="store_const", const=False, help="never"
+    )
+
+    command("stats", _cmd_stats, "counts per layer and scope, embedder and index sizes")
+
+    p = command("config", _cmd_config, "print the default configuration or its JSON schema")
+    p.add_argument("what", choices=("defaults", "schema"), help="'defaults' or 'schema'")
+    p.add_argument(
+        "--camel",
+        action="store_true",
+        help="use the original plugin's camelCase keys",
+    )
+    return parser
+
+
+def _limit(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 20:
+        msg = f"limit must be an integer in 1..20, got {value!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return number
+
+
+# --------------------------------------------------------------------------------------------
+# Entry point
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line.
+
+    Args:
+        argv: Arguments without the program name; `None` reads `sys.argv[1:]`.
+
+    Returns:
+        The exit status: 0 on success, 1 on any error.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as exc:
+        _error(str(exc))
+        return 1
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    package_logger = logging.getLogger(_LOGGER_NAME)
+    previous_level = package_logger.level
+    handler = _setup_logging(args.verbose - args.quiet)
+    try:
+        result: int = args.func(args)
+    except TdaiRecallError as exc:
+        _error(str(exc))
+        return 1
+    except OSError as exc:
+        _error(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
+        return 1
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    finally:
+        package_logger.removeHandler(handler)
+        package_logger.setLevel(previous_level)
+        handler.close()
+    return result
+
+
+def _error(message: str) -> None:
+    one_line = " ".join(message.split())
+    print(f"{PROG}: error: {one_line}", file=sys.stderr)
+
+
+def _setup_logging(level: int) -> logging.Handler:
+    """Send the package's logs to stderr at a level chosen by -v/-q; returns the handler."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger(_LOGGER_NAME)
+    if level >= 2:
+        logger.setLevel(logging.DEBUG)
+    elif level == 1:
+        logger.setLevel(logging.INFO)
+    elif level < 0:
+        logger.setLevel(logging.ERROR)
+    else:
+        logger.setLevel(logging.WARNING)
+    logger.addHandler(handler)
+    return handler
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _store_path(args: argparse.Namespace) -> Path | None:
+    raw = args.store or os.environ.get(STORE_ENV) or DEFAULT_STORE
+    if raw == IN_MEMORY:
+        return None
+    return Path(raw).expanduser()
+
+
+def _embeddings(name: str) -> Embeddings | Literal["default"] | None:
+    if name == "none":
+        return None
+    if name == "hash":
+        from langchain_tdai_recall.testing import HashEmbeddings  # noqa: PLC0415
+
+        return HashEmbeddings(dims=HASH_DIMS)
+    return "default"
+
+
+def _open(args: argparse.Namespace, path: Path | None) -> TdaiMemory:
+    from langchain_tdai_recall.memory import TdaiMemory  # noqa: PLC0415 - keeps --help fast
+
+    return TdaiMemory.open(path, embeddings=_embeddings(args.embeddings), config=args.config)
+
+
+def _warm_up(memory: TdaiMemory) -> None:
+    """Load the embedder before a timed recall or search.
+
+    A command-line call is a fresh process: the bundled embedder loads lazily, and loading it
+    inside the recall would count against `embedding.query_timeout_ms` and could push the query
+    onto the keyword-only fallback.
+    """
+    if memory.embeddings is None:
+        return
+    started = time.perf_counter()
+    try:
+        memory.embeddings.embed_query("warm-up")
+    except Exception as exc:  # recall itself reports the failure and degrades
+        logger.debug("embedder warm-up failed: %s", exc)
+    logger.debug("embedder ready in %.0f ms", (time.perf_counter() - started) * 1000)
+
+
+def _to_jsonable(value: object) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_to_jsonable(v) for v in value]
+    return value
+
+
+def _print_json(value: object) -> None:
+    print(json.dumps(_to_jsonable(value), ensure_ascii=False, indent=2))
+
+
+def _fmt_score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _one_line(text: str, width: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _rule(title: str) -> str:
+    return f"── {title} " + "─" * max(3, 72 - len(title))
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering shared by `recall` and `demo`
+
+
+def _render_hits(hits: Sequence[MemoryHit]) -> list[str]:
+    if not hits:
+        return ["(no matching memories)"]
+    lines = [f"{'#':>2}  {'score':>7}  {'keyword':>7}  {'vector':>7}  {'type':<11}  content"]
+    for i, h in enumerate(hits, 1):
+        tag = h.type + (f"|{h.scene_name}" if h.scene_name else "")
+        lines.append(
+            f"{i:>2}  {h.score:>7.4f}  {_fmt_score(h.keyword_score):>7}  "
+            f"{_fmt_score(h.embedding_score):>7}  {h.type:<11}  "
+            f"{_one_line(h.content, 70)}" + (f"  [{tag}]" if h.scene_name else "")
+        )
+    return lines
+
+
+def _render_recall(result: RecallResult | None, *, show_system: bool = True) -> list[str]:
+    if result is None:
+        return ["recall returned nothing (disabled, timed out, or failed; see the log)"]
+    timing = result.timings_ms.get("total")
+    head = (
+        f"strategy={result.strategy}  memories={len(result.memories)}  "
+        f"truncated={result.truncated}  dropped={result.dropped}  "
+        f"injected={result.injected_chars} chars"
+        + (f"  time={timing:.1f} ms" if timing is not None else "")
+        + (f"  error={result.error}" if result.error else "")
+    )
+    lines = [head]
+    if result.memories:
+        lines.append(f"{'#':>2}  {'score':>7}  {'keyword':>7}  {'vector':>7}  memory")
+        for i, m in enumerate(result.memories, 1):
+            tag = m.type + (f"|{m.scene_name}" if m.scene_name else "")
+            lines.append(
+                f"{i:>2}  {m.score:>7.4f}  {_fmt_score(m.keyword_score):>7}  "
+                f"{_fmt_score(m.embedding_score):>7}  [{tag}] {_one_line(m.content, 60)}"
+            )
+    lines.append(_rule("prepend_context (put before the user's message)"))
+    if result.prepend_context:
+        lines.append(result.prepend_context)
+    elif result.strategy == "skipped":
+        lines.append("(none: the text is too short to search)")
+    else:
+        lines.append("(none: no memory passed the score threshold)")
+    if show_system:
+        lines.append(_rule("append_system_context (appended to the system message)"))
+        lines.append(result.append_system_context or "(none)")
+    return lines
+
+
+def _recall_json(result: RecallResult | None) -> Any:
+    if result is None:
+        return None
+    data = _to_jsonable(result)
+    data["injected_chars"] = result.injected_chars
+    return data
+
+
+# --------------------------------------------------------------------------------------------
+# Commands
+
+
+def _cmd_add(args: argparse.Namespace) -> int:
+    with _open(args, _store_path(args)) as memory:
+        record = memory.add_memory(
+            args.content,
+            type=args.type,
+            scene_name=args.scene,
+            priority=args.priority,
+            activity_start_time=args.start,
+            activity_end_time=args.end,
+            timestamp=args.timestamp,
+            id=args.id,
+            session_key=args.session,
+            user_id=args.user,
+            agent_id=args.agent,
+        )
+    if args.json:
+        _print_json(record)
+    else:
+        tag = record.type + (f"|{record.scene_name}" if record.scene_name else "")
+        print(f"stored {record.id} [{tag}] {_one_line(record.content)}")
+    return 0
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    with _open(args, _store_path(args)) as memory:
+        _warm_up(memory)
+        if args.messages:
+            msgs: list[MessageHit] = memory.search_conversations(
+                args.query,
+                limit=args.limit,
+                session_key=args.session,
+                user_id=args.user,
+                agent_id=args.agent,
+            )
+            if args.json:
+                _print_json(msgs)
+                return 0
+            if not msgs:
+                print("(no matching messages)")
+            for i, m in enumerate(msgs, 1):
+                print(
+                    f"{i:>2}  {m.score:>7.4f}  {m.role:<9}  {m.session_key}  {m.recorded_at}\n"
+                    f"    {_one_line(m.content, 96)}"
+                )
+            return 0
+        hits = memory.search_memories(
+            args.query,
+            limit=args.limit,
+            type=args.type,
+            scene=args.scene,
+            user_id=args.user,
+            agent_id=args.agent,
+        )
+    if args.json:
+        _print_json(hits)
+    else:
+        print("\n".join(_render_hits(hits)))
+    return 0
+
+
+def _cmd_recall(args: argparse.Namespace) -> int:
+    with _open(args, _store_path(args)) as memory:
+        _warm_up(memory)
+        result = memory.recall(
+            args.text, session_key=args.session, user_id=args.user, agent_id=args.agent
+        )
+    if args.json:
+        _print_json(_recall_json(result))
+    else:
+        print("\n".join(_render_recall(result)))
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    with _open(args, _store_path(args)) as memory:
+        started = time.perf_counter()
+        report = memory.import_upstream(
+            args.dir, show_progress=args.progress, user_id=args.user, agent_id=args.agent
+        )
+        elapsed = time.perf_counter() - started
+    if args.json:
+        _print_json(report)
+    else:
+        print("\n".join(_render_import(report, elapsed, verbose=args.verbose > 0)))
+    return 0
+
+
+def _render_import(report: ImportReport, seconds: float, *, verbose: bool) -> list[str]:
+    lines = [
+        f"imported {report.source} in {seconds:.1f} s",
+        f"  memories written:  {report.memories}",
+        f"  messages written:  {report.messages}",
+        f"  scenes written:    {report.scenes}",
+        f"  persona written:   {'yes' if report.persona else 'no'}",
+        f"  unchanged:         {report.unchanged}",
+        f"  skipped:           {len(report.skipped)}",
+    ]
+    shown = report.skipped if verbose else report.skipped[:MAX_SKIPPED_SHOWN]
+    lines.extend(f"    - {item}" for item in shown)
+    if len(shown) < len(report.skipped):
+        lines.append(f"    … {len(report.skipped) - len(shown)} more (use -v or --json)")
+    return lines
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    with _open(args, _store_path(args)) as memory:
+        stats = (
+            memory.stats(user_id=args.user, agent_id=args.agent)
+            if (args.user or args.agent)
+            else memory.stats()
+        )
+    if args.json:
+        _print_json(stats)
+        return 0
+    print(f"store:      {stats.path or '(in memory)'}")
+    dims = f" ({stats.dimensions} dims)" if stats.dimensions else ""
+    print(f"embedder:   {stats.embedder or '(none: keyword-only)'}{dims}")
+    print(f"tokenizer:  {stats.tokenizer}")
+    print(
+        f"memories:   {stats.memories}   messages: {stats.messages}   "
+        f"scenes: {stats.scenes}   personas: {stats.personas}"
+    )
+    if stats.scopes:
+        print(f"{'user':<20} {'agent':<16} {'L1':>7} {'L0':>7} {'L2':>4}  L3")
+        for s in stats.scopes:
+            print(
+                f"{s.user_id:<20} {s.agent_id or '(shared)':<16} {s.memories:>7} "
+                f"{s.messages:>7} {s.scenes:>4}  {'yes' if s.has_persona else '-'}"
+            )
+    return 0
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    from langchain_tdai_recall.config import TdaiConfig  # noqa: PLC0415
+
+    if args.what == "schema":
+        data = TdaiConfig.model_json_schema(by_alias=args.camel)
+    else:
+        cfg = TdaiConfig.coerce(args.config) if args.config else TdaiConfig()
+        data = cfg.to_dict(by_alias=args.camel)
+    print(json.dumps(data, ensure_ascii=False, indent=2))
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Demo
+
+_DEMO_MEMORIES: Final[tuple[dict[str, Any], ...]] = (
+    {
+        "content": "用户叫李雷，在上海做后端工程师，主要写 Python 和 Go。",
+        "type": "persona",
+        "priority": 80,
+    },
+    {"content": "用户吃素，不吃肉也不吃海鲜。", "type": "persona", "priority": 90},
+    {
+        "content": "用户计划五月下旬去京都旅行，想看寺庙和枯山水庭园。",
+        "type": "episodic",
+        "scene_name": "京都旅行",
+        "activity_start_time": "2026-05-20",
+        "activity_end_time": "2026-05-27",
+    },
+    {
+        "content": "回答技术问题时先给结论，再给代码示例。",
+        "type": "instruction",
+        "priority": 85,
+    },
+    {
+        "content": "用户上周把订单服务从 Flask 迁移到了 FastAPI。",
+        "type": "episodic",
+        "scene_name": "工作项目",
+        "timestamp": "2026-04-14",
+    },
+    {
+        "content": "The user's daughter Mia is allergic to peanuts.",
+        "type": "persona",
+        "priority": 95,
+    },
+    {
+        "content": "The user ran the Berlin half marathon in 1:52.",
+        "type": "episodic",
+        "activity_start_time": "2026-04-05",
+    },
+    {"content": "Always give distances and weights in metric units.", "type": "instruction"},
+)
+
+_DEMO_PERSONA: Final = """# 用户画像 / User profile
+
+- 李雷，上海的后端工程师（Python、Go）。Backend engineer in Shanghai.
+- 素食者；女儿 Mia 对花生过敏。Vegetarian; daughter Mia has a peanut allergy.
+- 喜欢跑步和旅行。Enjoys running and travelling."""
+
+_DEMO_SCENES: Final[tuple[tuple[str, str, str], ...]] = (
+    (
+        "京都旅行",
+        "五月下旬京都之行：寺庙、庭园、素食",
+        "## 京都旅行\n\n- 2026-05-20 至 05-27\n- 想去清水寺、龙安寺\n- 需要素食餐厅",
+    ),
+    (
+        "running",
+        "Training log and races",
+        "## Running\n\n- Berlin half marathon 1:52 (April)\n- Next goal: sub-1:50",
+    ),
+)
+
+_DEMO_TURNS: Final = (
+    "我五月去京都，晚饭去哪吃比较好？",
+    "Can Mia eat peanut snacks?",
+    "What should I pack for my Kyoto trip?",
+    "订单服务迁移到 FastAPI 之后要注意什么？",
+    "好",
+)
+
+_DEMO_AGENT_TURN: Final = "Plan a dinner for Mia and me."
+_DEMO_SEARCH: Final = "Mia allergy"
+_DEMO_ANSWER: Final = (
+    "A vegetarian bowl for you and a peanut-free pasta for Mia: both fit what I remember."
+)
+
+
+def _demo_fill(memory: TdaiMemory, scope: _Scope) -> None:
+    memory.add_memories(
+        list(_DEMO_MEMORIES), show_progress=False, user_id=scope.user_id, agent_id=scope.agent_id
+    )
+    memory.set_persona(_DEMO_PERSONA, user_id=scope.user_id, agent_id=scope.agent_id)
+    for name, summary, body in _DEMO_SCENES:
+        memory.upsert_scene(
+            name, summary=summary, body=body, user_id=scope.user_id, agent_id=scope.agent_id
+        )
+
+
+def _demo_agent_turn(memory: TdaiMemory, scope: _Scope) -> dict[str, Any]:
+    """One scripted `create_agent` turn; returns what the model saw on each call."""
+    from langchain.agents import create_agent  # noqa: PLC0415
+    from langchain_core.messages import HumanMessage  # noqa: PLC0415
+
+    from langchain_tdai_recall._fake_chat import FakeToolCallingChatModel  # noqa: PLC0415
+
+    model = FakeToolCallingChatModel(
+        script=[[{"name": "tdai_memory_search", "args": {"query": _DEMO_SEARCH}}], _DEMO_ANSWER]
+    )
+    agent = create_agent(
+        model, system_prompt="You are a helpful assistant.", middleware=[memory.middleware()]
+    )
+    state = agent.invoke(
+        {"messages": [HumanMessage(_DEMO_AGENT_TURN)]},
+        config={"configurable": {"user_id": scope.user_id, "agent_id": scope.agent_id}},
+    )
+    calls = [
+        [{"role": m.type, "content": _message_text(m)} for m in request]
+        for request in model.requests
+    ]
+    tool_results = [_message_text(m) for m in state["messages"] if getattr(m, "type", "") == "tool"]
+    return {
+        "user": _DEMO_AGENT_TURN,
+        "model_calls": calls,
+        "tool_results": tool_results,
+        "answer": _message_text(state["messages"][-1]),
+    }
+
+
+def _message_text(message: Any) -> str:
+    content = message.content
+    if isinstance(content, str):
+        text = content
+    else:
+        text = "\n".join(str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content)
+    for call in getattr(message, "tool_calls", None) or []:
+        text += f"\n→ calls {call['name']}({json.dumps(call['args'], ensure_ascii=False)})"
+    return text.strip()
+
+
+def _indent(lines: Sequence[str], prefix: str = "   ") -> list[str]:
+    """Indent every line, including the lines inside multi-line entries."""
+    return [prefix + part for line in lines for part in line.split("\n")]
+
+
+def _render_agent(agent: Mapping[str, Any]) -> list[str]:
+    lines = [f"▶ user: {agent['user']}"]
+    shown = 0
+    for i, call in enumerate(agent["model_calls"], 1):
+        lines.append(_rule(f"model call {i}: what the model saw"))
+        if shown:
+            lines.append(f"(the {shown} messages of call {i - 1}, then:)")
+        for msg in call[shown:]:
+            lines += [f"[{msg['role']}]", msg["content"]]
+        shown = len(call)
+    lines += [_rule("final answer"), agent["answer"]]
+    return lines
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    """Offline tour. Uses an in-memory store unless `--store` is given explicitly."""
+    started = time.perf_counter()
+    path = None if args.store is None else _store_path(args)
+    scope = _Scope(user_id=args.user, agent_id=args.agent)
+    out: dict[str, Any] = {"turns": [], "agent": None}
+    with _open(args, path) as memory:
+        _demo_fill(memory, scope)  # embeds the sample, so the embedder is loaded
+        stats = memory.stats(user_id=scope.user_id, agent_id=scope.agent_id)
+        text: list[str] = [
+            f"{PROG} demo: {'in-memory store' if path is None else path}, "
+            f"embedder {stats.embedder or 'none (keyword-only)'}",
+            "",
+            f"1. A sample memory: {stats.memories} memories (L1), "
+            f"{'a persona (L3)' if stats.personas else 'no persona'}, "
+            f"{stats.scenes} scenes (L2)",
+        ]
+        text += [f"   - [{m['type']}] {m['content']}" for m in _DEMO_MEMORIES]
+        text += ["", "2. Recall for a few user turns: what would be injected, and the scores"]
+        systems: list[str | None] = []
+        for turn in _DEMO_TURNS:
+            result = memory.recall(turn, user_id=scope.user_id, agent_id=scope.agent_id)
+            out["turns"].append({"user": turn, "recall": _recall_json(result)})
+            systems.append(result.append_system_context if result else None)
+            text += ["", f"▶ user: {turn}"]
+            text += _indent(_render_recall(result, show_system=False))
+        same = len(set(systems)) == 1
+        text += [
+            "",
+            _rule(
+                "append_system_context: "
+                + ("byte-identical in every turn above" if same else "differs between turns")
+            ),
+            systems[0] or "(none)",
+        ]
+        if not args.no_agent:
+            agent = _demo_agent_turn(memory, scope)
+            out["agent"] = agent
+            text += [
+                "",
+                "3. One agent turn: create_agent(model, middleware=[memory.middleware()]), "
+                "with a scripted fake model",
+                *_render_agent(agent),
+            ]
+    elapsed = time.perf_counter() - started
+    if args.json:
+        out["seconds"] = round(elapsed, 3)
+        _print_json(out)
+        return 0
+    text += [
+        "",
+        f"Done in {elapsed:.1f} s. Next: '{PROG} --help', '{PROG} add \"...\"' then "
+        f"'{PROG} recall \"...\"' (store: ./{DEFAULT_STORE}), and the notebooks in notebooks/.",
+    ]
+    print("\n".join(text))
+    return 0
