@@ -40,6 +40,9 @@ type: $(TSTAMP)
 integration_tests: $(TSTAMP)
 	$(BIN)/python -m pytest tests/integration_tests
 
+notebooks: $(TSTAMP)
+	$(BIN)/python -m pytest tests/unit_tests/test_notebooks.py
+
 benchmark: $(TSTAMP)
 	$(BIN)/python benchmarks/quality/locomo.py
 	$(BIN)/python benchmarks/quality/zh_eval.py

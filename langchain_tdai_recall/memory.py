@@ -190,7 +190,21 @@ class TdaiMemory:
         except BaseException:
             memory.close()
             raise
+        memory._warm_up()
         return memory
+
+    def _warm_up(self) -> None:
+        """Load the bundled embedder's model on a background thread.
+
+        The model loads on first use; without this the first turn's query embedding would pay
+        for the load and could exceed `embedding.query_timeout_ms` (falling back to keyword
+        search). Only the bundled local model is warmed: a remote embedder is never called
+        speculatively.
+        """
+        from langchain_tdai_recall.embeddings import DefaultEmbeddings  # noqa: PLC0415
+
+        if isinstance(self.embeddings, DefaultEmbeddings) and not self.embeddings.loaded:
+            self._embed_pool.submit(self.embeddings.embed_query, "warm-up")
 
     def close(self) -> None:
         """Close the store; later calls raise `StoreClosedError`. Idempotent."""

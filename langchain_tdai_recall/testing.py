@@ -18,7 +18,9 @@ from typing import Final
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-__all__ = ["FailingEmbeddings", "HashEmbeddings", "SlowEmbeddings"]
+from langchain_tdai_recall._fake_chat import FakeToolCallingChatModel
+
+__all__ = ["FailingEmbeddings", "FakeToolCallingChatModel", "HashEmbeddings", "SlowEmbeddings"]
 
 _FEATURE_RE: Final = re.compile(r"[\u3400-\u9fff\uac00-\ud7af\u3040-\u30ff]|[^\W_]+")
 
@@ -107,13 +109,3 @@ class FailingEmbeddings(Embeddings):
         """Always fails."""
         msg = "embedding service unavailable"
         raise RuntimeError(msg)
-
-
-def __getattr__(name: str) -> object:
-    # The fake chat model lives in its own module and pulls in langchain's chat-model machinery,
-    # so it is imported only when asked for.
-    if name == "FakeToolCallingChatModel":
-        from langchain_tdai_recall._fake_chat import FakeToolCallingChatModel  # noqa: PLC0415
-
-        return FakeToolCallingChatModel
-    raise AttributeError(name)

@@ -134,7 +134,7 @@ class MemoryHit:
     priority: int
     """Priority of the memory."""
     score: float
-    """Ranking score: the RRF score in hybrid search, else the single leg's score."""
+    """Fused ranking score: the sum of 1 / (60 + rank) over the search legs that found it."""
     keyword_score: float | None = None
     """Normalised keyword relevance in [0, 1], when the keyword leg found it."""
     embedding_score: float | None = None
@@ -158,7 +158,7 @@ class MessageHit:
     recorded_at: str
     """Write time (UTC, ISO-8601)."""
     score: float
-    """Ranking score (RRF in hybrid search)."""
+    """Fused ranking score: the sum of 1 / (60 + rank) over the search legs that found it."""
     keyword_score: float | None = None
     """Normalised keyword relevance in [0, 1], when the keyword leg found it."""
     embedding_score: float | None = None
@@ -349,5 +349,7 @@ class ImportReport:
     """Whether a persona was imported."""
     unchanged: int = 0
     """Items already present from an earlier import."""
+    superseded: int = 0
+    """Records skipped because the database says a later update or merge replaced them."""
     skipped: tuple[str, ...] = ()
     """One line per skipped item, saying what and why."""

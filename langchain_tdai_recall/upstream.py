@@ -977,5 +977,6 @@ def import_upstream(
         scenes=tally.scenes,
         persona=tally.persona,
         unchanged=tally.unchanged,
+        superseded=data.superseded,
         skipped=tuple(data.skipped),
     )

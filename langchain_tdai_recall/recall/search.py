@@ -9,6 +9,9 @@ the agent's tools see the same ranking and thresholds as automatic recall.
   query embedding is bounded by `embedding.query_timeout_ms`; when it fails or times out the
   search continues with the keyword leg alone and reports that strategy.
 - Hybrid: each leg contributes `3 × limit` candidates; reciprocal rank fusion with k = 60.
+- Scores: a hit's `score` is always its RRF sum, 1 / (60 + rank) per leg that found it, so
+  scores from any strategy share one scale; the legs' own numbers (keyword relevance, cosine)
+  are reported beside it.
 - Ties break by score, then priority, then recency, then id, so results never depend on
   insertion order or on dictionary iteration.
 """
@@ -237,13 +240,11 @@ def _fuse(
     depth: int,
 ) -> list[FusedHit]:
     keyword: dict[int, float] = {}
-    bm25: dict[int, float] = {}
     kw_rank: list[int] = []
     if kw_ids is not None and kw_rank_scores is not None and kw_rel is not None:
         order = _leg_order(kw_ids, kw_rank_scores.tolist(), index, depth)
         kw_rank = [int(kw_ids[i]) for i in order]
         keyword = {int(kw_ids[i]): float(kw_rel[i]) for i in order}
-        bm25 = {int(kw_ids[i]): float(kw_rank_scores[i]) for i in order}
     vector: dict[int, float] = {}
     vec_rank: list[int] = []
     if vec_ids is not None and vec_scores is not None:
@@ -251,15 +252,13 @@ def _fuse(
         vec_rank = [int(vec_ids[i]) for i in order]
         vector = {int(vec_ids[i]): float(vec_scores[i]) for i in order}
 
+    # One scale for every strategy: the score is the RRF sum over the legs that ran, so a
+    # keyword-only or embedding-only score compares with a hybrid one; each leg's own number
+    # is kept in keyword_score / embedding_score.
     fused: dict[int, float] = {}
-    if strategy == "hybrid":
-        for ranking in (kw_rank, vec_rank):
-            for rank, rowid in enumerate(ranking, start=1):
-                fused[rowid] = fused.get(rowid, 0.0) + 1.0 / (RRF_K + rank)
-    elif strategy == "embedding":
-        fused = dict(vector)
-    else:
-        fused = {rowid: bm25[rowid] for rowid in kw_rank}
+    for ranking in (kw_rank, vec_rank):
+        for rank, rowid in enumerate(ranking, start=1):
+            fused[rowid] = fused.get(rowid, 0.0) + 1.0 / (RRF_K + rank)
 
     rowids = list(fused)
     scores = [fused[r] for r in rowids]

@@ -137,7 +137,7 @@ class DocumentStore(ABC):
         return sorted(infos, key=lambda s: (-s.heat, s.name))
 
     def read_scene(self, scope: Scope, name: str) -> SceneBlock | None:
-        """A scene by its name (as listed) or its original title; `None` when absent.
+        """A scene by its name as listed (`list_scenes`, the scene navigation); `None` when absent.
 
         Raises `ConfigError` for anything that is not a plain scene name (paths, `..`).
         """
