@@ -108,7 +108,6 @@ class LayerIndex:
         blobs: list[bytes] = []
         without_vec: list[int] = []
         for row in rows:
-            rec = row.record
             if isinstance(row, MemoryRow):
                 meta = RowMeta(
                     row.record.id,
@@ -126,12 +125,15 @@ class LayerIndex:
                     row.record.recorded_at,
                 )
             self.meta[row.rowid] = meta
-            self.keyword.add(row.rowid, self.tokenizer.document_tokens(rec.content))
             if self.embedder is not None and row.embedder == self.embedder and row.vector:
                 with_vec.append(row.rowid)
                 blobs.append(row.vector)
             else:
                 without_vec.append(row.rowid)
+        tokenize = self.tokenizer.document_tokens
+        self.keyword.add_many(
+            [row.rowid for row in rows], [tokenize(row.record.content) for row in rows]
+        )
         if without_vec and self.vectors is not None:
             self.vectors.remove(np.asarray(without_vec, dtype=np.int64))
         if with_vec:

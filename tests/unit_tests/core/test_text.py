@@ -143,3 +143,28 @@ def test_per_line_limit_applies_before_total() -> None:
     assert [len(x) for x in out.lines] == [100, 100]
     assert all(x.endswith(SUFFIX) for x in out.lines)
     assert out.truncated == [True, True]
+
+
+def test_bulk_index_build_matches_one_by_one() -> None:
+    import random
+
+    import numpy as np
+
+    from langchain_tdai_recall.store._keyword import KeywordIndex
+
+    tok = get_tokenizer("bigram")
+    rng = random.Random(3)
+    words = ["coffee", "tea", "kyoto", "trip", "cat", "user", "用户", "喜欢", "咖啡", "旅行"]
+    docs = [" ".join(rng.choices(words, k=rng.randint(1, 8))) for _ in range(300)]
+    one, bulk = KeywordIndex("t"), KeywordIndex("t")
+    for i, doc in enumerate(docs):
+        one.add(i * 3, tok.document_tokens(doc))
+    bulk.add_many([i * 3 for i in range(len(docs))], [tok.document_tokens(d) for d in docs])
+    bulk.add_many([0, 0], [tok.document_tokens("cat"), tok.document_tokens("旅行 kyoto")])
+    one.add(0, tok.document_tokens("旅行 kyoto"))
+    for query in ["coffee trip", "用户喜欢咖啡", "cat", "kyoto tea user", "旅行"]:
+        a = one.search(tok.query(query), min_relevance=0.0, limit=50)
+        b = bulk.search(tok.query(query), min_relevance=0.0, limit=50)
+        assert a.ids.tolist() == b.ids.tolist()
+        assert np.allclose(a.bm25, b.bm25)
+        assert np.allclose(a.relevance, b.relevance)
