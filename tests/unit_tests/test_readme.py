@@ -27,7 +27,7 @@ def test_readme_examples_run(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     try:
         for number, block in enumerate(blocks, 1):
             try:
-                exec(compile(block, f"README.md python block {number}", "exec"), namespace)  # noqa: S102
+                exec(compile(block, f"README.md python block {number}", "exec"), namespace)
             except Exception as exc:
                 pytest.fail(f"README python block {number} failed: {exc!r}\n{block}")
     finally:
