@@ -44,6 +44,7 @@ notebooks: $(TSTAMP)
 	$(BIN)/python -m pytest tests/unit_tests/test_notebooks.py
 
 benchmark: $(TSTAMP)
+	$(BIN)/python -m pip install --quiet -e . --group bench
 	$(BIN)/python benchmarks/quality/locomo.py
 	$(BIN)/python benchmarks/quality/zh_eval.py
 	$(BIN)/python benchmarks/perf/latency.py

@@ -1,0 +1,42 @@
+"""Smoke runs of the perf benchmark scripts on tiny inputs, so they cannot rot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PERF = Path(__file__).resolve().parents[2] / "benchmarks" / "perf"
+
+
+def _run(script: str, out: Path) -> dict[str, object]:
+    subprocess.run(
+        [sys.executable, str(PERF / script), "--tiny", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    return json.loads(out.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def test_latency_script_runs_tiny(tmp_path: Path) -> None:
+    report = _run("latency.py", tmp_path / "perf.json")
+    (size,) = report["sizes"]  # type: ignore[misc]
+    assert size["memories"] == 300
+    assert size["search_excl_embedding"]["p50_ms"] > 0
+    assert size["recall_excl_embedding"]["n"] == 10
+    assert size["recall_strategy"] == "hybrid"
+    assert size["bulk_insert"]["records_per_s"] > 0
+    assert size["cold_import_open"]["import_plus_open_s"] > 0
+    assert "search" in size["baseline"] or "skipped" in size["baseline"]
+    assert (tmp_path / "perf.md").read_text(encoding="utf-8").startswith("# Performance")
+
+
+def test_index_options_script_runs_tiny(tmp_path: Path) -> None:
+    report = _run("index_options.py", tmp_path / "idx.json")
+    (run,) = report["runs"]  # type: ignore[misc]
+    chosen = [o for o in run["options"] if o["option"].startswith("VectorIndex")]
+    assert chosen[0]["recall@15"] == 1.0
+    assert run["updates"]["add_1_us"] > 0
