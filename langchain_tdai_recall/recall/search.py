@@ -168,7 +168,10 @@ class Searcher:
             if deadline is not None:
                 budget = min(budget, (deadline - time.monotonic()) * 1000)
             t1 = time.perf_counter()
-            vector, error = self.embed_query(text, timeout_ms=budget)
+            if budget <= 0:
+                vector, error = None, "no time left for the query embedding"
+            else:
+                vector, error = self.embed_query(text, timeout_ms=budget)
             timings["embed"] = (time.perf_counter() - t1) * 1000
             if vector is None:
                 logger.warning("embedding leg unavailable (%s); using keyword search", error)

@@ -88,6 +88,8 @@ class KeywordIndex:
         posting count minus this)."""
         self._slot_of: dict[int, int] = {}
         self._doc_ids = np.empty(16, dtype=np.int64)
+        self._order_keys = np.zeros(16, dtype=np.int64)
+        """Per slot: the caller's tie-break key (higher first) for equal BM25 scores."""
         self._alive = np.zeros(16, dtype=bool)
         self._terms: list[tuple[str, ...]] = []
         self._n_slots = 0
@@ -104,20 +106,28 @@ class KeywordIndex:
         size = max(slots, 2 * len(self._doc_ids))
         used = self._n_slots
         self._doc_ids = np.resize(self._doc_ids, size)
+        self._order_keys = np.resize(self._order_keys, size)
         alive = np.zeros(size, dtype=bool)
         alive[:used] = self._alive[:used]
         self._alive = alive
 
-    def add_many(self, doc_ids: Sequence[int], token_lists: Sequence[Sequence[str]]) -> None:
+    def add_many(
+        self,
+        doc_ids: Sequence[int],
+        token_lists: Sequence[Sequence[str]],
+        order_keys: Sequence[int] | None = None,
+    ) -> None:
         """Index many documents at once; the same result as `add` in a loop, but faster.
 
         Postings are grouped with numpy instead of appended one by one. Of repeated ids, the
         last wins.
         """
+        keys = list(order_keys) if order_keys is not None else [0] * len(doc_ids)
         last = {doc_id: k for k, doc_id in enumerate(doc_ids)}
         if len(last) != len(doc_ids):
             keep = sorted(last.values())
             doc_ids = [doc_ids[k] for k in keep]
+            keys = [keys[k] for k in keep]
             token_lists = [token_lists[k] for k in keep]
         replaced = [d for d in doc_ids if d in self._slot_of]
         if replaced:
@@ -154,12 +164,13 @@ class KeywordIndex:
             postings.slots.frombytes(slots_sorted[start:end].tobytes())
             postings.weights.frombytes(weights_sorted[start:end].tobytes())
         self._doc_ids[slot0 : slot0 + n] = np.asarray(doc_ids, dtype=np.int64)
+        self._order_keys[slot0 : slot0 + n] = np.asarray(keys, dtype=np.int64)
         self._alive[slot0 : slot0 + n] = True
         self._terms.extend(tuple(dict.fromkeys(tokens)) for tokens in token_lists)
         self._slot_of.update(zip(doc_ids, range(slot0, slot0 + n), strict=True))
         self._n_slots += n
 
-    def add(self, doc_id: int, tokens: Sequence[str]) -> None:
+    def add(self, doc_id: int, tokens: Sequence[str], order_key: int = 0) -> None:
         """Index `tokens` under `doc_id`, replacing an earlier version of the same id."""
         if doc_id in self._slot_of:
             self.remove([doc_id])
@@ -175,6 +186,7 @@ class KeywordIndex:
             postings.slots.append(slot)
             postings.weights.append(tf * (_K1 + 1.0) / (tf + length_norm))
         self._doc_ids[slot] = doc_id
+        self._order_keys[slot] = order_key
         self._alive[slot] = True
         self._terms.append(tuple(counts))
         self._slot_of[doc_id] = slot
@@ -212,6 +224,7 @@ class KeywordIndex:
         n = len(live)
         capacity = max(16, 2 * n)
         self._doc_ids = np.resize(self._doc_ids[live], capacity)
+        self._order_keys = np.resize(self._order_keys[live], capacity)
         self._alive = np.zeros(capacity, dtype=bool)
         self._alive[:n] = True
         self._terms = [self._terms[s] for s in live.tolist()]
@@ -228,9 +241,9 @@ class KeywordIndex:
     ) -> KeywordHits:
         """Documents whose relevance is at least `min_relevance`, best BM25 first.
 
-        Returns at most `limit` documents plus any that tie with the last one on BM25 (the
-        caller breaks ties). `allowed` is a mask over slots (see `slot_mask`) restricting the
-        candidates, e.g. to one memory type.
+        Returns at most `limit` documents, ordered by BM25, then the caller's order key (higher
+        first), then doc id, so a cut through tied scores is decided in numpy. `allowed` is a
+        mask over slots (see `slot_mask`) restricting the candidates, e.g. to one memory type.
         """
         empty = KeywordHits(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64), np.empty(0))
         total_weight = sum(u.weight for u in query.units)
@@ -286,8 +299,8 @@ class KeywordIndex:
             kth = np.partition(scores, candidates.size - limit)[candidates.size - limit]
             keep = scores >= kth
             candidates, scores = candidates[keep], scores[keep]
-        order = np.lexsort((self._doc_ids[candidates], -scores))
-        picked = candidates[order]
+        order = np.lexsort((self._doc_ids[candidates], -self._order_keys[candidates], -scores))
+        picked = candidates[order[:limit]]
         return KeywordHits(
             self._doc_ids[picked].copy(), bm25[picked], np.minimum(relevance[picked], 1.0)
         )

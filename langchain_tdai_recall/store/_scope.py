@@ -9,6 +9,7 @@ writes since. Nothing here is persisted, so it can never be stale or corrupt on 
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 from dataclasses import dataclass
@@ -45,6 +46,18 @@ class RowMeta:
     """Priority (L1); 0 for messages."""
     recency: str
     """`updated_at` (L1) or `recorded_at` (L0); ISO strings compare chronologically."""
+
+
+def _order_key(meta: RowMeta) -> int:
+    """Priority, then recency (epoch ms), packed into one int64 that sorts like the tie-break."""
+    try:
+        moment = dt.datetime.fromisoformat(meta.recency)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=dt.UTC)
+        recency_ms = max(int(moment.timestamp() * 1000), 0)
+    except ValueError:
+        recency_ms = 0
+    return (meta.priority + 2) * (1 << 44) + min(recency_ms, (1 << 44) - 1)
 
 
 class LayerIndex:
@@ -132,7 +145,9 @@ class LayerIndex:
                 without_vec.append(row.rowid)
         tokenize = self.tokenizer.document_tokens
         self.keyword.add_many(
-            [row.rowid for row in rows], [tokenize(row.record.content) for row in rows]
+            [row.rowid for row in rows],
+            [tokenize(row.record.content) for row in rows],
+            [_order_key(self.meta[row.rowid]) for row in rows],
         )
         if without_vec and self.vectors is not None:
             self.vectors.remove(np.asarray(without_vec, dtype=np.int64))
