@@ -257,6 +257,18 @@ class TdaiMemory:
             _check_id("agent_id", agent_id, optional=True),
         )
 
+    def preload(self, *, user_id: str | None = None, agent_id: str | None = None) -> None:
+        """Build a scope's in-memory indexes now instead of on its first search.
+
+        Indexes are built from SQLite the first time a scope is searched, which takes about a
+        second per 10k memories; a recall that meets a long build returns `None` (timeout) while
+        the build finishes in the background. Servers holding large scopes can call this at
+        start-up.
+        """
+        scope = self.scope(user_id, agent_id)
+        self._store.index(scope, "l1")
+        self._store.index(scope, "l0")
+
     # -- embedding helpers --------------------------------------------------------------------
 
     def _embed_texts(self, texts: Sequence[str]) -> npt.NDArray[np.float32] | None:
@@ -1033,6 +1045,10 @@ class TdaiMemory:
     ) -> StoreStats:
         """Async version of `stats`."""
         return await _in_thread(self.stats, user_id=user_id, agent_id=agent_id)
+
+    async def apreload(self, *, user_id: str | None = None, agent_id: str | None = None) -> None:
+        """Async version of `preload`."""
+        await _in_thread(self.preload, user_id=user_id, agent_id=agent_id)
 
     async def areindex(self, *, show_progress: bool | None = None) -> int:
         """Async version of `reindex`."""

@@ -163,8 +163,8 @@ class RecallEngine:
                     )
                 )
         t_docs = time.perf_counter()
-        persona = self.store.documents.get_persona(scope)
-        scenes = self.store.documents.list_scenes(scope)[: cfg.max_scenes] if cfg.max_scenes else []
+        persona, all_scenes = self.store.documents.stable_context(scope)
+        scenes = all_scenes[: cfg.max_scenes]
         timings["documents"] = (time.perf_counter() - t_docs) * 1000
         persona_text = persona.strip() if persona else None
         tools = self.config.tools

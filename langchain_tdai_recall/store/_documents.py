@@ -200,6 +200,13 @@ class DocumentStore(ABC):
         with self._lock:
             return self._remove(scope, handle)
 
+    def stable_context(self, scope: Scope) -> tuple[str | None, list[SceneInfo]]:
+        """The persona and the scenes (highest heat first) that recall puts in the system prompt.
+
+        Backends may cache it.
+        """
+        return self.get_persona(scope), self.list_scenes(scope)
+
     def count_scenes(self, scope: Scope) -> int:
         """Number of scenes of a scope."""
         with self._lock:
@@ -263,11 +270,49 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 class FileDocuments(DocumentStore):
-    """Documents as Markdown files under `<root>/scopes/`."""
+    """Documents as Markdown files under `<root>/scopes/`.
+
+    `stable_context` is cached per scope and revalidated on every call by a stat signature of
+    the persona file and every scene file (names, sizes, modification times), so edits by this
+    process, another process or a person with an editor are all seen, and an unchanged scope
+    costs a directory scan instead of reading and parsing every file.
+    """
 
     def __init__(self, root: Path) -> None:
         super().__init__()
         self.root = root / "scopes"
+        self._context_cache: dict[
+            Scope, tuple[tuple[object, ...], tuple[str | None, list[SceneInfo]]]
+        ] = {}
+
+    def _signature(self, scope: Scope) -> tuple[object, ...]:
+        folder = self.scope_dir(scope)
+        parts: list[object] = []
+        try:
+            st = (folder / "persona.md").stat()
+            parts.append(("persona.md", st.st_mtime_ns, st.st_size))
+        except FileNotFoundError:
+            parts.append(None)
+        try:
+            with os.scandir(folder / "scenes") as entries:
+                for entry in sorted(entries, key=lambda e: e.name):
+                    if entry.name.endswith(".md") and not entry.name.startswith("."):
+                        st = entry.stat()
+                        parts.append((entry.name, st.st_mtime_ns, st.st_size))
+        except FileNotFoundError:
+            pass
+        return tuple(parts)
+
+    def stable_context(self, scope: Scope) -> tuple[str | None, list[SceneInfo]]:
+        with self._lock:
+            signature = self._signature(scope)
+            cached = self._context_cache.get(scope)
+            if cached is not None and cached[0] == signature:
+                persona, scenes = cached[1]
+                return persona, list(scenes)
+            value = (self.get_persona(scope), self.list_scenes(scope))
+            self._context_cache[scope] = (signature, value)
+            return value[0], list(value[1])
 
     def scope_dir(self, scope: Scope) -> Path:
         """Folder of a scope."""

@@ -344,3 +344,37 @@ def test_kill_9_loses_no_returned_memory(tmp_path: Path) -> None:
         stored = {m.id for m in mem.list_memories(user_id="u")}
         assert set(returned) <= stored
         assert mem.search_memories(f"durable fact {len(returned) - 1}", user_id="u")
+
+
+def test_stable_context_sees_every_kind_of_edit(tmp_path: Path) -> None:
+    with TdaiMemory.open(tmp_path, embeddings=None) as mem:
+        mem.set_persona("v1", user_id="u")
+        mem.upsert_scene("travel", summary="trip", body="b", user_id="u")
+        first = mem.recall("hello", user_id="u")
+        assert first is not None and "v1" in (first.append_system_context or "")
+        again = mem.recall("again", user_id="u")
+        assert again is not None
+        assert again.append_system_context == first.append_system_context
+        # a person edits the persona file in place, with another length
+        persona_file = next(tmp_path.glob("scopes/u/@shared/persona.md"))
+        persona_file.write_text("version two", encoding="utf-8")
+        edited = mem.recall("hello", user_id="u")
+        assert edited is not None and "version two" in (edited.append_system_context or "")
+        # another instance (think: another process) adds a scene
+        with TdaiMemory.open(tmp_path, embeddings=None) as other:
+            other.upsert_scene("cooking", summary="recipes", body="b", user_id="u")
+        added = mem.recall("hello", user_id="u")
+        assert added is not None and "cooking" in (added.append_system_context or "")
+        mem.delete_scene("travel", user_id="u")
+        removed = mem.recall("hello", user_id="u")
+        assert removed is not None and "travel" not in (removed.append_system_context or "")
+
+
+def test_preload_builds_indexes_before_the_first_search(tmp_path: Path) -> None:
+    with TdaiMemory.open(tmp_path, embeddings=HashEmbeddings(32)) as mem:
+        mem.add_memory("preloaded fact", user_id="u")
+    with TdaiMemory.open(tmp_path, embeddings=HashEmbeddings(32)) as mem:
+        assert mem.stats().indexed_scopes == 0
+        mem.preload(user_id="u")
+        assert mem.stats().indexed_scopes == 1
+        assert mem.search_memories("preloaded fact", user_id="u")
