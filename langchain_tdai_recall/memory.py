@@ -22,9 +22,9 @@ from langchain_core.embeddings import Embeddings
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError, EmbeddingError, ScopeError
 from langchain_tdai_recall.recall.engine import RecallEngine
-from langchain_tdai_recall.recall.search import Searcher, normalize_rows
+from langchain_tdai_recall.recall.search import Searcher, SearchOutcome, normalize_rows
 from langchain_tdai_recall.store.store import MemoryStore, Scope
-from langchain_tdai_recall.text.clean import content_text, strip_injected_blocks
+from langchain_tdai_recall.text.clean import clean_query, content_text, strip_injected_blocks
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 from langchain_tdai_recall.types import (
     MEMORY_TYPES,
@@ -690,11 +690,32 @@ class TdaiMemory:
         """Async version of `recall`."""
         return await self._engine.arecall(user_text, self.scope(user_id, agent_id))
 
-    def _limit(self, limit: object) -> int:
+    def _search(
+        self,
+        scope: Scope,
+        layer: Literal["l1", "l0"],
+        query: object,
+        limit: object,
+        **filters: Any,
+    ) -> SearchOutcome | None:
+        """Validate, clean the query and rank it with recall's strategy and thresholds."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
             msg = f"limit must be an integer in 1..100, got {limit!r}"
             raise ConfigError(msg)
-        return limit
+        text = clean_query(query if isinstance(query, str) else content_text(query))
+        if not text:
+            return None
+        cfg = self.config.recall
+        return self._searcher.search(
+            scope,
+            layer,
+            text,
+            limit=limit,
+            strategy=cfg.strategy,
+            keyword_threshold=cfg.keyword_threshold,
+            embedding_threshold=cfg.score_threshold,
+            **filters,
+        )
 
     def search_memories(
         self,
@@ -710,28 +731,13 @@ class TdaiMemory:
 
         `type` filters by memory type; `scene` by scene name (case-insensitive substring).
         """
-        scope = self.scope(user_id, agent_id)
-        limit = self._limit(limit)
         if type is not None and type not in MEMORY_TYPES:
             msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {type!r}"
             raise ConfigError(msg)
-        from langchain_tdai_recall.text.clean import clean_query  # noqa: PLC0415
-
-        text = clean_query(query if isinstance(query, str) else content_text(query))
-        if not text:
+        scope = self.scope(user_id, agent_id)
+        outcome = self._search(scope, "l1", query, limit, kind=type, group=scene or None)
+        if outcome is None:
             return []
-        cfg = self.config.recall
-        outcome = self._searcher.search(
-            scope,
-            "l1",
-            text,
-            limit=limit,
-            strategy=cfg.strategy,
-            keyword_threshold=cfg.keyword_threshold,
-            embedding_threshold=cfg.score_threshold,
-            kind=type,
-            group=scene or None,
-        )
         records = self._store.db.memories_by_rowid([h.rowid for h in outcome.hits], scope)
         return [
             MemoryHit(
@@ -781,24 +787,9 @@ class TdaiMemory:
     ) -> list[MessageHit]:
         """Search the scope's L0 messages (optionally one session) with recall's ranking."""
         scope = self.scope(user_id, agent_id)
-        limit = self._limit(limit)
-        from langchain_tdai_recall.text.clean import clean_query  # noqa: PLC0415
-
-        text = clean_query(query if isinstance(query, str) else content_text(query))
-        if not text:
+        outcome = self._search(scope, "l0", query, limit, group=session_key, exact_group=True)
+        if outcome is None:
             return []
-        cfg = self.config.recall
-        outcome = self._searcher.search(
-            scope,
-            "l0",
-            text,
-            limit=limit,
-            strategy=cfg.strategy,
-            keyword_threshold=cfg.keyword_threshold,
-            embedding_threshold=cfg.score_threshold,
-            group=session_key,
-            exact_group=True,
-        )
         records = self._store.db.messages_by_rowid([h.rowid for h in outcome.hits], scope)
         return [
             MessageHit(
