@@ -9,6 +9,7 @@ budget limits, as documented on those fields; everything else is switched off wi
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -248,8 +249,12 @@ class TdaiConfig(_ConfigModel):
         return _parse_timezone(self.timezone)
 
 
+@functools.lru_cache(maxsize=32)
 def _parse_timezone(name: str) -> Any:
-    """Resolve `system`, an IANA name or a `±HH:MM` offset to a tzinfo."""
+    """Resolve `system`, an IANA name or a `±HH:MM` offset to a tzinfo.
+
+    Cached per process: tools ask for it on every call, and `system` reads /etc/localtime.
+    """
     import datetime as dt  # noqa: PLC0415 - keeps the module namespace small
     import re  # noqa: PLC0415
 
