@@ -21,6 +21,7 @@ __all__ = [
     "RecalledMemory",
     "SceneBlock",
     "SceneInfo",
+    "Scope",
     "ScopeStats",
     "StoreStats",
     "Strategy",
@@ -56,6 +57,20 @@ OnError: TypeAlias = Literal["skip", "raise"]
 - `skip`: log a warning and inject nothing (the default; recall never breaks an agent).
 - `raise`: raise the error to the caller.
 """
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose memory a call reads or writes: one user, and optionally one of their agents.
+
+    Every L0-L3 item belongs to exactly one scope, and every search sees only its own scope.
+    `agent_id=None` is the user's memory shared by all their agents.
+    """
+
+    user_id: str
+    """Owner of the memory."""
+    agent_id: str | None = None
+    """Agent the memory belongs to; `None` is the user's shared memory."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
