@@ -20,7 +20,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.types import Language, OnError, Strategy
+from langchain_tdai_recall.types import LanguageSetting, OnError, Strategy
 
 __all__ = [
     "CaptureConfig",
@@ -110,8 +110,11 @@ class RecallConfig(_ConfigModel):
     """Cap on each memory line, in code points; 0 means no limit."""
     max_total_recall_chars: int = Field(default=0, ge=0, le=10_000_000)
     """Cap on all memory lines plus separators, in code points; 0 means no limit."""
-    language: Language = "zh"
-    """Language of the disclaimer, tools guide and truncation suffix: `zh` or `en`."""
+    language: LanguageSetting = "auto"
+    """Language of the text recall writes into prompts (disclaimer, time labels, tools guide,
+    truncation suffix): `auto` (the memory block follows the user's message, the system context
+    the app's system prompt, else English), `zh` or `en`. Also accepted at the top level of a
+    config (`{"language": "en"}`)."""
     max_scenes: int = Field(default=15, ge=0, le=200)
     """Most scenes listed in the scene navigation (highest heat first); 0 lists none."""
     on_error: OnError = "skip"
@@ -194,6 +197,28 @@ class TdaiConfig(_ConfigModel):
     """Storage."""
     timezone: str = "system"
     """Zone in which activity times are shown: `system`, an IANA name or `±HH:MM`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _top_level_language(cls, data: Any) -> Any:
+        """Accept `language` at the top level (upstream layout) as `recall.language`."""
+        if not isinstance(data, dict) or "language" not in data:
+            return data
+        data = dict(data)
+        language = data.pop("language")
+        recall = data.get("recall", {})
+        if isinstance(recall, RecallConfig):
+            recall = recall.model_dump()
+        if isinstance(recall, dict):
+            given = recall.get("language")
+            if given is not None and given != language:
+                msg = (
+                    f"language is set twice with different values (top level {language!r}, "
+                    f"recall.language {given!r}); keep one of them"
+                )
+                raise ValueError(msg)
+            data["recall"] = {**recall, "language": language}
+        return data
 
     @model_validator(mode="after")
     def _check_cross_field(self) -> Self:

@@ -21,7 +21,7 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError, EmbeddingError, ScopeError
-from langchain_tdai_recall.recall.engine import RecallEngine
+from langchain_tdai_recall.recall.engine import RecallEngine, RecallRequest
 from langchain_tdai_recall.recall.search import Searcher, SearchOutcome, normalize_rows
 from langchain_tdai_recall.store.store import MemoryStore, Scope
 from langchain_tdai_recall.text.clean import clean_query, content_text, strip_injected_blocks
@@ -670,14 +670,29 @@ class TdaiMemory:
         user_id: str | None = None,
         agent_id: str | None = None,
         session_key: str | None = None,
+        system_prompt: str | None = None,
+        tools_guide: bool = True,
     ) -> RecallResult | None:
         """Recall memories for this turn's user text (a string or content blocks).
 
-        Returns `None` when recall is disabled or exceeded `recall.timeout_ms` (one warning is
-        logged; nothing should be injected). Never raises for a timeout or backend failure
-        unless `recall.on_error="raise"`.
+        Args:
+            user_text: The user's message for this turn.
+            user_id: Owner; `None` is the default user.
+            agent_id: Agent; `None` is the user's shared memory.
+            session_key: Conversation of the turn.
+            system_prompt: The app's own system prompt. With `recall.language="auto"` its
+                language is the language of the system context (English when not given), which
+                keeps the system context byte-identical from turn to turn.
+            tools_guide: Write the memory-tools guide into the system context (when
+                `tools.enabled`); pass `False` when the model does not have the memory tools.
+
+        Returns:
+            The injection for this turn, or `None` when recall is disabled or exceeded
+            `recall.timeout_ms` (one warning is logged; nothing should be injected). Never raises
+            for a timeout or backend failure unless `recall.on_error="raise"`.
         """
-        return self._engine.recall(user_text, self.scope(user_id, agent_id))
+        request = RecallRequest(system_prompt=system_prompt, tools_guide=tools_guide)
+        return self._engine.recall(user_text, self.scope(user_id, agent_id), request)
 
     async def arecall(
         self,
@@ -686,9 +701,12 @@ class TdaiMemory:
         user_id: str | None = None,
         agent_id: str | None = None,
         session_key: str | None = None,
+        system_prompt: str | None = None,
+        tools_guide: bool = True,
     ) -> RecallResult | None:
         """Async version of `recall`."""
-        return await self._engine.arecall(user_text, self.scope(user_id, agent_id))
+        request = RecallRequest(system_prompt=system_prompt, tools_guide=tools_guide)
+        return await self._engine.arecall(user_text, self.scope(user_id, agent_id), request)
 
     def _search(
         self,

@@ -14,10 +14,12 @@ import logging
 import time
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import RecallTimeoutError
 from langchain_tdai_recall.recall.prompt import (
+    detect_language,
     format_memory_line,
     render_prepend_context,
     render_scene_navigation,
@@ -28,7 +30,13 @@ from langchain_tdai_recall.recall.search import Searcher
 from langchain_tdai_recall.store.store import MemoryStore, Scope
 from langchain_tdai_recall.text.budget import apply_budget
 from langchain_tdai_recall.text.clean import clean_query, content_text
-from langchain_tdai_recall.types import RecalledMemory, RecallResult, RecallStrategy
+from langchain_tdai_recall.types import (
+    Language,
+    MemoryRecord,
+    RecalledMemory,
+    RecallResult,
+    RecallStrategy,
+)
 
 __all__ = ["MIN_QUERY_CHARS", "RecallEngine"]
 
@@ -36,6 +44,19 @@ logger = logging.getLogger(__name__)
 
 MIN_QUERY_CHARS = 2
 """Cleaned text shorter than this many code points skips the L1 search."""
+
+MAX_STANDING_RULES = 50
+"""At most this many standing rules (oldest first) go into the system context."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecallRequest:
+    """What one recall is asked to do, beyond the user's text and scope."""
+
+    system_prompt: str | None = None
+    """The app's own system prompt: the turn-invariant language signal of `language="auto"`."""
+    tools_guide: bool = True
+    """Whether the caller has the memory tools (the guide is written only then)."""
 
 
 class RecallEngine:
@@ -57,13 +78,17 @@ class RecallEngine:
 
     # -- public entry points ------------------------------------------------------------------
 
-    def recall(self, user_text: object, scope: Scope) -> RecallResult | None:
+    def recall(
+        self, user_text: object, scope: Scope, request: RecallRequest | None = None
+    ) -> RecallResult | None:
         """Recall for one turn, waiting at most `recall.timeout_ms`."""
         cfg = self.config.recall
         if not cfg.enabled:
             return None
         deadline = time.monotonic() + cfg.timeout_ms / 1000
-        future = self._executor.submit(self._recall, user_text, scope, deadline)
+        future = self._executor.submit(
+            self._recall, user_text, scope, request or RecallRequest(), deadline
+        )
         try:
             return future.result(timeout=cfg.timeout_ms / 1000)
         except FutureTimeout:
@@ -73,14 +98,18 @@ class RecallEngine:
             self._failed(exc)
         return None
 
-    async def arecall(self, user_text: object, scope: Scope) -> RecallResult | None:
+    async def arecall(
+        self, user_text: object, scope: Scope, request: RecallRequest | None = None
+    ) -> RecallResult | None:
         """Async version of `recall`; the event loop is never blocked."""
         cfg = self.config.recall
         if not cfg.enabled:
             return None
         deadline = time.monotonic() + cfg.timeout_ms / 1000
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._executor, self._recall, user_text, scope, deadline)
+        future = loop.run_in_executor(
+            self._executor, self._recall, user_text, scope, request or RecallRequest(), deadline
+        )
         try:
             return await asyncio.wait_for(future, timeout=cfg.timeout_ms / 1000)
         except TimeoutError:
@@ -111,22 +140,53 @@ class RecallEngine:
 
     # -- the work -----------------------------------------------------------------------------
 
-    def _recall(self, user_text: object, scope: Scope, deadline: float) -> RecallResult:
+    def _languages(self, query: str, request: RecallRequest) -> tuple[Language, Language]:
+        """(memory block, system context) languages under `recall.language`."""
+        setting = self.config.recall.language
+        if setting != "auto":
+            return setting, setting
+        system: Language = detect_language(request.system_prompt) or "en"
+        return detect_language(query) or system, system
+
+    def _standing_rules(self, scope: Scope) -> list[MemoryRecord]:
+        """The scope's instructions with priority -1, oldest first (byte-stable order)."""
+        index = self.store.index(scope, "l1")
+        rows = index.rule_rows() if index is not None else []
+        if not rows:
+            return []
+        records = self.store.db.memories_by_rowid(rows, scope)
+        rules = sorted(records.values(), key=lambda r: (r.created_at, r.id))
+        if len(rules) > MAX_STANDING_RULES:
+            logger.warning(
+                "scope has %d standing rules (priority -1); only the oldest %d are injected",
+                len(rules),
+                MAX_STANDING_RULES,
+            )
+        return rules[:MAX_STANDING_RULES]
+
+    def _recall(
+        self, user_text: object, scope: Scope, request: RecallRequest, deadline: float
+    ) -> RecallResult:
         cfg = self.config.recall
         started = time.perf_counter()
         timings: dict[str, float] = {}
         query = clean_query(content_text(user_text))
+        language, system_language = self._languages(query, request)
         strategy: RecallStrategy = "skipped"
         error: str | None = None
         memories: list[RecalledMemory] = []
         lines: list[str] = []
         truncated = dropped = 0
+        t_rules = time.perf_counter()
+        rules = self._standing_rules(scope)
+        rule_ids = {r.id for r in rules}
+        timings["rules"] = (time.perf_counter() - t_rules) * 1000
         if len(query) >= MIN_QUERY_CHARS:
             outcome = self.searcher.search(
                 scope,
                 "l1",
                 query,
-                limit=cfg.max_results,
+                limit=cfg.max_results + len(rules),
                 strategy=cfg.strategy,
                 keyword_threshold=cfg.keyword_threshold,
                 embedding_threshold=cfg.score_threshold,
@@ -135,16 +195,19 @@ class RecallEngine:
             strategy, error = outcome.strategy, outcome.error
             timings.update(outcome.timings_ms)
             records = self.store.db.memories_by_rowid([h.rowid for h in outcome.hits], scope)
-            hits = [h for h in outcome.hits if h.rowid in records]
+            hits = [
+                h
+                for h in outcome.hits
+                if h.rowid in records and records[h.rowid].id not in rule_ids
+            ][: cfg.max_results]
             raw_lines = [
-                format_memory_line(records[h.rowid], tz=self._tz, language=cfg.language)
-                for h in hits
+                format_memory_line(records[h.rowid], tz=self._tz, language=language) for h in hits
             ]
             budget = apply_budget(
                 raw_lines,
                 per_line=cfg.max_chars_per_memory,
                 total=cfg.max_total_recall_chars,
-                suffix=truncation_suffix(cfg.language),
+                suffix=truncation_suffix(language),
             )
             lines = budget.lines
             truncated, dropped = sum(budget.truncated), budget.dropped
@@ -170,13 +233,16 @@ class RecallEngine:
         tools = self.config.tools
         system = render_system_context(
             persona=persona_text,
-            navigation=render_scene_navigation(scenes, cfg.language),
-            language=cfg.language,
-            tools_max_calls=tools.max_calls_per_turn if tools.enabled else None,
+            rules=[r.content for r in rules],
+            navigation=render_scene_navigation(scenes, system_language),
+            language=system_language,
+            tools_max_calls=(
+                tools.max_calls_per_turn if tools.enabled and request.tools_guide else None
+            ),
         )
         timings["total"] = (time.perf_counter() - started) * 1000
         result = RecallResult(
-            prepend_context=render_prepend_context(lines, cfg.language),
+            prepend_context=render_prepend_context(lines, language),
             append_system_context=system,
             memories=tuple(memories),
             persona=persona_text,
@@ -186,11 +252,14 @@ class RecallEngine:
             truncated=truncated,
             dropped=dropped,
             error=error,
+            standing_rules=tuple(rules),
+            language=language,
         )
         logger.debug(
-            "recall strategy=%s memories=%d total=%.1f ms timings=%s",
+            "recall strategy=%s memories=%d rules=%d total=%.1f ms timings=%s",
             strategy,
             len(memories),
+            len(rules),
             timings["total"],
             timings,
         )

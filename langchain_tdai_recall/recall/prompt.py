@@ -19,8 +19,10 @@ __all__ = [
     "MEMORY_TOOLS_GUIDE_TAG",
     "RELEVANT_MEMORIES_TAG",
     "SCENE_NAVIGATION_TAG",
+    "STANDING_RULES_TAG",
     "TRUNCATION_SUFFIX",
     "USER_PERSONA_TAG",
+    "detect_language",
     "disclaimer",
     "escape_block_text",
     "escape_inline",
@@ -28,6 +30,7 @@ __all__ = [
     "format_time",
     "render_prepend_context",
     "render_scene_navigation",
+    "render_standing_rules",
     "render_system_context",
     "tools_guide",
     "truncation_suffix",
@@ -37,6 +40,7 @@ RELEVANT_MEMORIES_TAG: Final = "relevant-memories"
 USER_PERSONA_TAG: Final = "user-persona"
 SCENE_NAVIGATION_TAG: Final = "scene-navigation"
 MEMORY_TOOLS_GUIDE_TAG: Final = "memory-tools-guide"
+STANDING_RULES_TAG: Final = "standing-instructions"
 
 TRUNCATION_SUFFIX: Final[dict[Language, str]] = {
     "zh": "…（已截断；可用 tdai_memory_search 或 tdai_conversation_search 查看详情）",
@@ -81,6 +85,11 @@ _TOOLS_GUIDE: Final[dict[Language, str]] = {
     ),
 }
 
+_RULES_HEADER: Final[dict[Language, str]] = {
+    "zh": "用户定下的长期规则，每一次回答都要遵守：",
+    "en": "Standing instructions from the user. Follow them in every reply:",
+}
+
 _NAV_HEADER: Final[dict[Language, str]] = {
     "zh": "场景记忆索引（按热度排序）。需要某个场景的完整内容时，用 tdai_read_scene 按名称读取：",
     "en": "Scene memory index, most active first. To read a scene in full, call tdai_read_scene "
@@ -101,6 +110,7 @@ _PROTECTED_TAGS: Final = (
     USER_PERSONA_TAG,
     SCENE_NAVIGATION_TAG,
     MEMORY_TOOLS_GUIDE_TAG,
+    STANDING_RULES_TAG,
     "relevant-scenes",
     "system",
     "assistant",
@@ -115,6 +125,26 @@ _TAG_OPEN_RE: Final = re.compile(
 _LINE_BREAK_RE: Final = re.compile(r"[\r\n\u2028\u2029\x85\x0b\x0c]+")
 _CONTROL_RE: Final = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 _SPACES_RE: Final = re.compile(r"[ \t]+")
+
+
+_HAN_RE: Final = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_WORD_RE: Final = re.compile(r"[A-Za-z]{2,}")
+
+
+def detect_language(text: str | None) -> Language | None:
+    """`zh` or `en` for text mostly in Chinese or mostly in a Latin script; `None` when unsure.
+
+    Counts Han characters against Latin words (two Han characters weigh about one word), so a
+    Chinese sentence with a few English terms is Chinese and an English sentence quoting one
+    Chinese name is English. Text with neither (digits, emoji, other scripts) gives `None`.
+    """
+    if not text:
+        return None
+    han = len(_HAN_RE.findall(text))
+    words = len(_LATIN_WORD_RE.findall(text))
+    if han == 0 and words == 0:
+        return None
+    return "zh" if han >= 2 * words else "en"
 
 
 def disclaimer(language: Language) -> str:
@@ -232,22 +262,34 @@ def render_scene_navigation(scenes: Sequence[SceneInfo], language: Language) -> 
     return "\n".join(lines)
 
 
+def render_standing_rules(rules: Sequence[str], language: Language) -> str | None:
+    """The body of the standing-instructions block: a header and one line per rule."""
+    lines = [f"- {escape_inline(rule)}" for rule in rules if rule.strip()]
+    if not lines:
+        return None
+    return "\n".join([_RULES_HEADER[language], *lines])
+
+
 def render_system_context(
     *,
     persona: str | None,
     navigation: str | None,
     language: Language,
     tools_max_calls: int | None,
+    rules: Sequence[str] = (),
 ) -> str | None:
-    """Persona, scene navigation and tools guide blocks, in that order, joined by a blank line.
+    """Persona, standing rules, scene navigation and tools guide, in that order, blank-line joined.
 
-    The tools guide is included whenever the tools are (`tools_max_calls` is not `None`),
-    independent of whether this turn recalled anything, so the system message does not toggle
-    between turns. `None` when there is nothing to add.
+    The tools guide is included whenever the caller has the tools (`tools_max_calls` is not
+    `None`), independent of whether this turn recalled anything, so the system message does not
+    toggle between turns. `None` when there is nothing to add.
     """
     parts = []
     if persona:
         parts.append(f"<{USER_PERSONA_TAG}>\n{escape_block_text(persona)}\n</{USER_PERSONA_TAG}>")
+    standing = render_standing_rules(rules, language)
+    if standing:
+        parts.append(f"<{STANDING_RULES_TAG}>\n{standing}\n</{STANDING_RULES_TAG}>")
     if navigation:
         parts.append(f"<{SCENE_NAVIGATION_TAG}>\n{navigation}\n</{SCENE_NAVIGATION_TAG}>")
     if tools_max_calls is not None:

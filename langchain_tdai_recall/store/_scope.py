@@ -84,6 +84,8 @@ class LayerIndex:
         self.keyword = KeywordIndex(tokenizer.identity)
         self.vectors: VectorIndex | None = None
         self.meta: dict[int, RowMeta] = {}
+        self.standing_rules: set[int] = set()
+        """Rows of L1 instructions with priority -1 (absolute standing rules)."""
 
     def refresh(self) -> None:
         """Apply every change written to this scope's layer since the last refresh."""
@@ -115,6 +117,7 @@ class LayerIndex:
             self.vectors.remove(np.asarray(rowids, dtype=np.int64))
         for rowid in rowids:
             self.meta.pop(rowid, None)
+            self.standing_rules.discard(rowid)
 
     def _apply(self, rows: list[MemoryRow] | list[MessageRow]) -> None:
         with_vec: list[int] = []
@@ -138,6 +141,10 @@ class LayerIndex:
                     row.record.recorded_at,
                 )
             self.meta[row.rowid] = meta
+            if meta.kind == "instruction" and meta.priority == -1 and self.layer == "l1":
+                self.standing_rules.add(row.rowid)
+            else:
+                self.standing_rules.discard(row.rowid)
             if self.embedder is not None and row.embedder == self.embedder and row.vector:
                 with_vec.append(row.rowid)
                 blobs.append(row.vector)
@@ -225,6 +232,11 @@ class LayerIndex:
             ids, scores = self.vectors.search(query, limit, allowed=allowed)
         keep = scores >= min_score - 1e-6
         return ids[keep], scores[keep]
+
+    def rule_rows(self) -> list[int]:
+        """Row ids of the standing rules (instructions with priority -1), ascending."""
+        with self._lock:
+            return sorted(self.standing_rules)
 
     def stats(self) -> tuple[int, int]:
         """(rows indexed, rows with vectors)."""

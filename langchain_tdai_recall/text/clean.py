@@ -13,6 +13,7 @@ INJECTED_TAGS: Final = (
     "user-persona",
     "scene-navigation",
     "memory-tools-guide",
+    "standing-instructions",
     "relevant-scenes",
 )
 """Blocks this package (or the original plugin) writes into prompts."""

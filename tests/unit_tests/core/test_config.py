@@ -19,7 +19,7 @@ def test_seed_defaults() -> None:
         "hybrid",
     )
     assert (cfg.timeout_ms, cfg.max_chars_per_memory, cfg.max_total_recall_chars) == (5000, 0, 0)
-    assert cfg.language == "zh"
+    assert cfg.language == "auto"
     full = TdaiConfig()
     assert full.embedding.query_timeout_ms == 2000
     assert full.tools.max_calls_per_turn == 3
