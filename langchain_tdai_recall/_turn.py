@@ -575,21 +575,32 @@ class StateBudget:
         self.limit: Final = limit
         self._check = check
         self._ties = TurnCache[int]()
+        self._counted = TurnCache[list[tuple[ToolCall, Mapping[str, object]]]]()
         self._lock = threading.Lock()
 
     def calls(self, messages: Sequence[BaseMessage]) -> list[tuple[ToolCall, Mapping[str, object]]]:
-        """The turn's counted calls, in order, with their normalised arguments."""
+        """The turn's counted calls, in order, with their normalised arguments.
+
+        Every parallel call of a message asks this again, so the result is kept per turn content
+        (validating every call for every call would be quadratic).
+        """
         start = latest_human_index(messages)
+        turn = [m for m in messages[(start + 1 if start is not None else 0) :]]
+        ai = [m for m in turn if isinstance(m, AIMessage) and m.tool_calls]
+        human = messages[start] if start is not None else None
+        key = (turn_key(human), tuple((m.id, repr(m.tool_calls)) for m in ai))
+        cached = self._counted.get(key)
+        if cached is not None:
+            return cached
         counted: list[tuple[ToolCall, Mapping[str, object]]] = []
-        for message in messages[(start + 1 if start is not None else 0) :]:
-            if not isinstance(message, AIMessage):
-                continue
+        for message in ai:
             for call in message.tool_calls:
                 if call["name"] not in CAPPED_TOOL_NAMES:
                     continue
                 args = self._check(call["name"], call.get("args"))
                 if args is not None:
                     counted.append((call, args))
+        self._counted.put(key, counted)
         return counted
 
     def usage(self, messages: Sequence[BaseMessage]) -> tuple[int, int]:
