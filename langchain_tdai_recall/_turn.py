@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypedDict, TypeV
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall
+from typing_extensions import override
 
 from langchain_tdai_recall.errors import ConfigError, ScopeError
 from langchain_tdai_recall.types import OnError, RecallResult, Scope
@@ -581,11 +582,12 @@ class StateBudget:
     def calls(self, messages: Sequence[BaseMessage]) -> list[tuple[ToolCall, Mapping[str, object]]]:
         """The turn's counted calls, in order, with their normalised arguments.
 
-        Every parallel call of a message asks this again, so the result is kept per turn content
-        (validating every call for every call would be quadratic).
+        Every parallel call of a message asks this again, so the result is memoised by what it
+        depends on: the turn's human message and its AI messages with tool calls (validating
+        every call for every call would be quadratic).
         """
         start = latest_human_index(messages)
-        turn = [m for m in messages[(start + 1 if start is not None else 0) :]]
+        turn = messages[(start + 1 if start is not None else 0) :]
         ai = [m for m in turn if isinstance(m, AIMessage) and m.tool_calls]
         human = messages[start] if start is not None else None
         key = (turn_key(human), tuple((m.id, repr(m.tool_calls)) for m in ai))
@@ -744,6 +746,7 @@ class TurnScopedBudget(ToolBudget):
         with self._lock:
             self._open_turns = max(0, self._open_turns - 1)
 
+    @override
     def try_acquire(self) -> bool:
         """Grant one call if the budget allows it; warn (once) when no turn is open."""
         if not self._open_turns and not _OUTSIDE_TURN_WARNED.is_set():
