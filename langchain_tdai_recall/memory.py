@@ -43,10 +43,12 @@ from langchain_tdai_recall.types import (
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.runnables import Runnable
     from langchain_core.tools import BaseTool
 
-    from langchain_tdai_recall.middleware import TdaiRecallMiddleware
+    from langchain_tdai_recall import types
+    from langchain_tdai_recall._turn import ToolBudget
+    from langchain_tdai_recall.lcel import RecallChatModel, RecallRunnable
+    from langchain_tdai_recall.middleware import OnTurn, TdaiRecallMiddleware
 
 __all__ = ["TdaiMemory"]
 
@@ -1082,29 +1084,168 @@ class TdaiMemory:
 
     # -- integrations -------------------------------------------------------------------------
 
-    def middleware(self, **options: Any) -> TdaiRecallMiddleware:
-        """A `TdaiRecallMiddleware` for `langchain.agents.create_agent` (SPEC §5)."""
+    def _capture_turn(
+        self, messages: Sequence[Mapping[str, str]], *, scope: types.Scope, session_key: str
+    ) -> None:
+        """Hand a finished turn's L0 messages (`{"role", "content"}` dicts) to the store.
+
+        Never raises (logs); every LangChain adapter records turns through this one method.
+        """
+        # replaced by the facade branch's background writer
+        try:
+            self.record_messages(
+                messages, session_key=session_key, user_id=scope.user_id, agent_id=scope.agent_id
+            )
+        except Exception as exc:  # capture must never end the turn
+            logger.warning("L0 capture failed: %s", type(exc).__name__)
+
+    def middleware(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_key: str | None = None,
+        require_user_id: bool = False,
+        capture: bool | None = None,
+        on_turn: OnTurn | None = None,
+    ) -> TdaiRecallMiddleware:
+        """A `TdaiRecallMiddleware` for `langchain.agents.create_agent` (SPEC §5).
+
+        Args:
+            user_id: User of the scope when a run names none (in `runtime.context` or
+                `config["configurable"]`); `None` uses the store's default user.
+            agent_id: Agent of the scope when a run names none.
+            session_key: Session when a run names none (default: the thread id, else
+                `"default"`).
+            require_user_id: Raise `ScopeError` when a run names no user and none is given here,
+                instead of using the default user.
+            capture: Record each turn to L0; `None` follows `capture.enabled`.
+            on_turn: Called with the `TurnEvent` of every turn (may be async in async runs).
+
+        Returns:
+            The middleware; it registers the memory tools itself when `tools.enabled`.
+
+        Raises:
+            ConfigError: If an argument is invalid (`ScopeError` for a bad id).
+        """
         from langchain_tdai_recall.middleware import TdaiRecallMiddleware  # noqa: PLC0415
 
-        return TdaiRecallMiddleware(self, **options)
+        return TdaiRecallMiddleware(
+            self,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_key=session_key,
+            require_user_id=require_user_id,
+            capture=capture,
+            on_turn=on_turn,
+        )
 
-    def tools(self, **options: Any) -> list[BaseTool]:
-        """The memory tools: `tdai_memory_search`, `tdai_conversation_search`, `tdai_read_scene`."""
+    def tools(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_key: str | None = None,
+        require_user_id: bool = False,
+        budget: ToolBudget | None = None,
+    ) -> list[BaseTool]:
+        """The memory tools: `tdai_memory_search`, `tdai_conversation_search`, `tdai_read_scene`.
+
+        Args:
+            user_id: User of the scope when a call names none (executors that pass no config to
+                tools need it); `None` uses the store's default user.
+            agent_id: Agent of the scope when a call names none.
+            session_key: Session when a call names none (only reported, never searched).
+            require_user_id: Raise `ScopeError` instead of falling back to the default user.
+            budget: An explicit per-turn `ToolBudget` that you `reset()` every turn; without it
+                the cap is `tools.max_calls_per_turn`, derived from the graph state inside an
+                agent or kept per parent run elsewhere.
+
+        Returns:
+            The three tools, always in this order.
+
+        Raises:
+            ConfigError: If an argument is invalid (`ScopeError` for a bad id).
+        """
         from langchain_tdai_recall.tools import create_memory_tools  # noqa: PLC0415
 
-        return create_memory_tools(self, **options)
+        return create_memory_tools(
+            self,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_key=session_key,
+            require_user_id=require_user_id,
+            budget=budget,
+        )
 
-    def as_runnable(self, **options: Any) -> Runnable[Any, Any]:
-        """A `Runnable` that injects recall into a prompt's messages (SPEC §5)."""
+    def as_runnable(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_key: str | None = None,
+        require_user_id: bool = False,
+    ) -> RecallRunnable:
+        """A `Runnable` that injects recall into a prompt's messages (SPEC §5).
+
+        Args:
+            user_id: User when `config["configurable"]` names none at invoke time; `None` uses
+                the store's default user.
+            agent_id: Agent when `configurable` names none.
+            session_key: Session when `configurable` names none (else its `thread_id`).
+            require_user_id: Raise `ScopeError` instead of falling back to the default user.
+
+        Returns:
+            A runnable from a `PromptValue`, a message list or a string to the injected messages.
+
+        Raises:
+            ScopeError: If an id is invalid.
+        """
         from langchain_tdai_recall.lcel import create_recall_runnable  # noqa: PLC0415
 
-        return create_recall_runnable(self, **options)
+        return create_recall_runnable(
+            self,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_key=session_key,
+            require_user_id=require_user_id,
+        )
 
-    def wrap_model(self, model: BaseChatModel, **options: Any) -> BaseChatModel:
-        """A chat model whose `bind_tools(...)` result injects recall before every call."""
+    def wrap_model(
+        self,
+        model: BaseChatModel,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_key: str | None = None,
+        require_user_id: bool = False,
+    ) -> RecallChatModel:
+        """A chat model whose `bind_tools(...)` result injects recall before every call.
+
+        Args:
+            model: The chat model to wrap.
+            user_id: User when `config["configurable"]` names none (executors that pass no
+                config need it); `None` uses the store's default user.
+            agent_id: Agent when `configurable` names none.
+            session_key: Session when `configurable` names none.
+            require_user_id: Raise `ScopeError` instead of falling back to the default user.
+
+        Returns:
+            The wrapped model.
+
+        Raises:
+            ConfigError: If `model` is not a chat model (`ScopeError` for a bad id).
+        """
         from langchain_tdai_recall.lcel import wrap_model  # noqa: PLC0415
 
-        return wrap_model(self, model, **options)
+        return wrap_model(
+            self,
+            model,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_key=session_key,
+            require_user_id=require_user_id,
+        )
 
     def import_upstream(
         self,
