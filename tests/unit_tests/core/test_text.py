@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import pytest
 
 from langchain_tdai_recall.text.budget import MIN_PARTIAL_LINE_CHARS, apply_budget, truncate_line
-from langchain_tdai_recall.text.clean import clean_query, content_text
+from langchain_tdai_recall.text.clean import (
+    MAX_CLEAN_INPUT_CHARS,
+    MAX_QUERY_CHARS,
+    clean_query,
+    content_text,
+    strip_injected_blocks,
+)
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 
 SUFFIX = "…（已截断；可用 tdai_memory_search 或 tdai_conversation_search 查看详情）"
@@ -39,6 +48,69 @@ def test_content_text_takes_only_text_blocks() -> None:
     ]
     assert content_text(blocks) == "hello\nworld"
     assert content_text(None) == ""
+
+
+def test_clean_pairs_blocks_like_before_on_nested_and_unclosed_tags() -> None:
+    # The first closing tag of the same name ends a block; a tag never closed is a stray tag.
+    text = "<relevant-memories>a<relevant-memories>b</relevant-memories> c</relevant-memories> d"
+    assert clean_query(text) == "c d"
+    assert clean_query("<user-persona>never closed, kept") == "never closed, kept"
+    assert clean_query("x <scene-navigation>a</relevant-memories> y") == "x a y"
+    # A closing tag with anything but spaces after its name does not end a block.
+    assert clean_query("<user-persona>a</user-persona x> b</user-persona> c") == "c"
+
+
+# Inputs that made the old tag regexes backtrack: quadratic (or worse) in their length.
+_PATHOLOGICAL: dict[str, Callable[[int], str]] = {
+    "unclosed opening tags": lambda n: "<relevant-memories>x" * (n // 20),
+    "unterminated tags": lambda n: "<relevant-memories" * (n // 18),
+    "closing tags": lambda n: "</user-persona>x" * (n // 16),
+    "spaces after <": lambda n: "<" + " " * n,
+    "spaces after </": lambda n: "< /" + " " * n,
+    "many blocks": lambda n: "<scene-navigation>a</scene-navigation>" * (n // 38),
+}
+
+
+def _best_seconds(func: Callable[[str], object], text: str, *, repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        func(text)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", list(_PATHOLOGICAL))
+@pytest.mark.parametrize("func", [strip_injected_blocks, clean_query], ids=["strip", "clean"])
+def test_cleaning_time_is_linear_in_input_length(shape: str, func: Callable[[str], object]) -> None:
+    make = _PATHOLOGICAL[shape]
+    small = _best_seconds(func, make(20_000))
+    large = _best_seconds(func, make(160_000))
+    # Linear: about 8x for 8x the input. Quadratic code took over 60x (9.5 s at 160 KB for
+    # the first shape). The slack absorbs a busy machine.
+    assert large < 12 * small + 0.25, (shape, small, large)
+
+
+def test_query_keeps_both_ends_of_a_long_message_within_the_cap() -> None:
+    head = "Please summarise this report about the Lisbon office."
+    tail = "Does it mention my peanut allergy?"
+    query = clean_query(f"{head} {'lorem ipsum ' * 10_000} {tail}")
+    assert len(query) <= MAX_QUERY_CHARS
+    assert query.startswith(head)
+    assert query.endswith(tail)
+
+
+def test_block_spanning_the_input_cap_is_still_removed() -> None:
+    memories = "- [persona] secret " * (MAX_CLEAN_INPUT_CHARS // 10)
+    text = f"<relevant-memories>\n{memories}\n</relevant-memories>\n\nwhat is my name?"
+    assert len(text) > MAX_CLEAN_INPUT_CHARS
+    assert clean_query(text) == "what is my name?"
+
+
+def test_stored_text_is_cleaned_whole() -> None:
+    body = "word " * 50_000
+    assert strip_injected_blocks(f"<user-persona>p</user-persona>{body}") == body
 
 
 # -- tokenisation -------------------------------------------------------------------------------
