@@ -86,7 +86,7 @@ def test_library_errors_are_one_line(capsys: pytest.CaptureFixture[str], store: 
 
 def test_bad_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     cfg = tmp_path / "cfg.json"
-    cfg.write_text(json.dumps({"recall": {"maxResults": 0}}), encoding="utf-8")
+    cfg.write_text(json.dumps({"recall": {"maxResults": -1}}), encoding="utf-8")
     code, _, err = run(capsys, "--store", ":memory:", "--config", str(cfg), "stats")
     assert_one_line_error(code, err, "maxResults", "cfg.json")
 
