@@ -7,7 +7,12 @@ from collections.abc import Callable
 
 import pytest
 
-from langchain_tdai_recall.text.budget import MIN_PARTIAL_LINE_CHARS, apply_budget, truncate_line
+from langchain_tdai_recall.text.budget import (
+    MIN_CUT_CONTENT_CHARS,
+    MIN_PARTIAL_LINE_CHARS,
+    apply_budget,
+    truncate_line,
+)
 from langchain_tdai_recall.text.clean import (
     MAX_CLEAN_INPUT_CHARS,
     MAX_QUERY_CHARS,
@@ -215,6 +220,53 @@ def test_per_line_limit_applies_before_total() -> None:
     assert [len(x) for x in out.lines] == [100, 100]
     assert all(x.endswith(SUFFIX) for x in out.lines)
     assert out.truncated == [True, True]
+
+
+PREFIX = "- [episodic] "
+
+
+def _split_cut(cut: str) -> tuple[str, str]:
+    """(text before the marker, marker) of a cut line."""
+    for marker in (SUFFIX, "…"):
+        if cut.endswith(marker):
+            return cut[: -len(marker)], marker
+    msg = f"not marked as cut: {cut!r}"
+    raise AssertionError(msg)
+
+
+@pytest.mark.parametrize("fragment", ["&lt;relevant-memories>", "&lt;/system>", "<|im_end|>"])
+def test_cut_never_leaves_a_fragment_of_a_tag(fragment: str) -> None:
+    line = PREFIX + "a" * 30 + " " + fragment + " " + "b" * 150
+    start = line.index(fragment)
+    end = start + len(fragment)
+    for limit in range(1, len(line)):
+        head, _ = _split_cut(truncate_line(line, limit, SUFFIX))
+        assert not start < len(head) < end, (limit, head[-12:])
+        assert len(head) + len(_split_cut(truncate_line(line, limit, SUFFIX))[1]) <= limit
+
+
+@pytest.mark.parametrize("limit", range(len(SUFFIX) + 1, len(SUFFIX) + 40))
+def test_cut_just_above_the_suffix_length_keeps_content(limit: int) -> None:
+    line = PREFIX + "meaningful content of the memory " * 10
+    cut = truncate_line(line, limit, SUFFIX)
+    head, marker = _split_cut(cut)
+    assert len(cut) <= limit
+    assert head.startswith(PREFIX)
+    content = head[len(PREFIX) :]
+    assert content.strip()  # never a prefix and a marker alone
+    if marker == SUFFIX:
+        assert len(content) >= MIN_CUT_CONTENT_CHARS
+    out = apply_budget([line], per_line=limit, total=0, suffix=SUFFIX)
+    assert _split_cut(out.lines[0])[0][len(PREFIX) :].strip()
+
+
+def test_total_budget_never_cuts_through_a_truncation_suffix() -> None:
+    lines = ["a" * 10, PREFIX + "x" * 300]
+    out = apply_budget(lines, per_line=100, total=10 + 1 + 50, suffix=SUFFIX)
+    assert len(out.lines) == 2
+    head, _ = _split_cut(out.lines[1])
+    assert set(head[len(PREFIX) :]) == {"x"}  # no piece of the suffix left inside
+    assert len(out.lines[1]) <= 50
 
 
 def test_bulk_index_build_matches_one_by_one() -> None:
