@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -549,21 +548,3 @@ def test_final_answer_is_last_ai_message(mem: TdaiMemory) -> None:
     hits = mem.search_conversations("zeta", user_id="alice")
     assert [h.role for h in hits] == ["user"]
     assert mem.stats(user_id="alice").messages == 2
-
-
-# -- input size -----------------------------------------------------------------------------------
-
-
-@pytest.mark.timeout(120)
-def test_huge_tag_laden_message_does_not_stall_the_turn(mem: TdaiMemory) -> None:
-    # 120 KB of unclosed injected-block tags took over 10 s per turn with backtracking cleanup.
-    text = f"{QUESTION} " + "<relevant-memories>x" * 6_000
-    model = FakeToolCallingChatModel(script=["Window."])
-    agent = _agent(mem, model, user_id="alice")
-    agent.invoke(user("warm-up turn"))
-    started = time.perf_counter()
-    agent.invoke(user(text))
-    elapsed = time.perf_counter() - started
-    assert elapsed < 3.0, elapsed
-    prefix = text_of(last_human(model.requests[-1]))
-    assert "window seats" in prefix  # recall still searched for the question
