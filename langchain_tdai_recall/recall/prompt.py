@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from langchain_tdai_recall.text.lookalike import OPENER_CHARS, fold
 from langchain_tdai_recall.types import Language, MemoryRecord, SceneInfo
 
 __all__ = [
@@ -118,13 +119,46 @@ _PROTECTED_TAGS: Final = (
     "human",
     "tool",
 )
-_TAG_OPEN_RE: Final = re.compile(
-    r"<(?=\s*/?\s*(?:" + "|".join(re.escape(t) for t in _PROTECTED_TAGS) + r")\b)",
-    re.IGNORECASE,
+_TEMPLATE_TAGS: Final = (
+    "s",  # <s> </s> (Llama, Mistral)
+    "sys",  # <<SYS>> <</SYS>> (Llama 2): the inner `<SYS>`
+    "bos",
+    "eos",
+    "start_of_turn",  # Gemma
+    "end_of_turn",
+    "im_start",  # ChatML without the bars
+    "im_end",
+    "endoftext",
 )
+_TEMPLATE_BRACKETS: Final = (
+    "inst",  # [INST] [/INST] (Llama 2, Mistral)
+    "sys",
+    "system_prompt",  # Mistral
+    "available_tools",
+    "tool_calls",
+    "tool_results",
+)
+# These patterns run on the folded view of `text.lookalike` (lower case, look-alike brackets and
+# hyphens folded, invisible characters gone); a hyphen or underscore in a name may be written as
+# either, as a space or left out. Possessive quantifiers keep them linear.
+_FLEX_NAMES: Final = "|".join(
+    re.sub(r"\\-|_", "[-_ ]?", re.escape(name)) for name in (*_PROTECTED_TAGS, *_TEMPLATE_TAGS)
+)
+_TAG_OPEN_RE: Final = re.compile(rf"<(?=\s*+(?:/\s*+)?(?:{_FLEX_NAMES})\b)")
+"""`<` opening or closing a block, role or template tag: becomes `&lt;`."""
+_TEMPLATE_TOKEN_RE: Final = re.compile(r"<(?=\|[^|<>\s]{1,64}\|>)")
+"""`<` of a special token such as `<|im_start|>` or `<|endoftext|>`: becomes `&lt;`."""
+_TEMPLATE_BRACKET_RE: Final = re.compile(
+    r"\[(?=\s*+(?:/\s*+)?(?:"
+    + "|".join(re.escape(name) for name in _TEMPLATE_BRACKETS)
+    + r")\s*+\])"
+)
+"""`[` of an instruction marker such as `[INST]`: becomes a full-width `［`."""
+_OPENER_RE: Final = re.compile("[" + re.escape("".join(sorted(OPENER_CHARS))) + "]")
 _LINE_BREAK_RE: Final = re.compile(r"[\r\n\u2028\u2029\x85\x0b\x0c]+")
 _CONTROL_RE: Final = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 _SPACES_RE: Final = re.compile(r"[ \t]+")
+_ISO_DATE_RE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 _HAN_RE: Final = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -163,12 +197,39 @@ def truncation_suffix(language: Language) -> str:
 
 
 def escape_block_text(text: str) -> str:
-    """Escape stored text so it cannot open or close a prompt block or a role tag.
+    """Escape stored text so it cannot open or close a prompt block, role tag or template marker.
 
-    `<` before any protected tag name (optionally after `/` and spaces) becomes `&lt;`; control
-    characters are removed. Line breaks are kept (for the persona and scene bodies).
+    - `<` before a protected tag name (a block of this package, `system`, `assistant`, `user`,
+      `human`, `tool`), optionally after `/` and spaces, becomes `&lt;`; so does `<` of a chat
+      template marker (`<|im_start|>`, `<|endoftext|>`, `</s>`, `<<SYS>>`, `<start_of_turn>`,
+      ...), and `[` of `[INST]`-style markers becomes `［`.
+    - Look-alikes are caught too: any case, full-width or other look-alike brackets, hyphens
+      written as `_` or a space, zero-width and other invisible characters inside the tag.
+    - Control characters are removed. Line breaks are kept (for the persona and scene bodies).
+
+    Everything else is left exactly as it was. Linear in the length of `text`.
     """
-    return _TAG_OPEN_RE.sub("&lt;", _CONTROL_RE.sub("", text))
+    text = _CONTROL_RE.sub("", text)
+    if _OPENER_RE.search(text) is None:
+        return text
+    folded, origin = fold(text)
+    replace: dict[int, str] = {}
+    for pattern, mark in (
+        (_TAG_OPEN_RE, "&lt;"),
+        (_TEMPLATE_TOKEN_RE, "&lt;"),
+        (_TEMPLATE_BRACKET_RE, "\uff3b"),
+    ):
+        for m in pattern.finditer(folded):
+            replace[origin[m.start()]] = mark
+    if not replace:
+        return text
+    parts: list[str] = []
+    position = 0
+    for index in sorted(replace):
+        parts += (text[position:index], replace[index])
+        position = index + 1
+    parts.append(text[position:])
+    return "".join(parts)
 
 
 def escape_inline(text: str) -> str:
@@ -254,8 +315,9 @@ def render_scene_navigation(scenes: Sequence[SceneInfo], language: Language) -> 
     lines = [_NAV_HEADER[language]]
     for scene in ordered:
         meta = f"{heat_label} {_heat_marks(scene.heat)}"
-        if scene.updated:
-            meta += f", {updated_label} {scene.updated[:10]}"
+        updated = scene.updated[:10]
+        if _ISO_DATE_RE.fullmatch(updated):  # a date or nothing: the field is stored text
+            meta += f", {updated_label} {updated}"
         summary = escape_inline(scene.summary)
         name = escape_inline(scene.name)
         lines.append(f"- {name} ({meta})" + (f": {summary}" if summary else ""))

@@ -273,7 +273,9 @@ def test_ties_break_by_priority_then_recency_then_id_regardless_of_insertion() -
 
 
 def test_budgets_are_applied_and_reported() -> None:
-    cfg = {"recall": {"maxCharsPerMemory": 80, "maxTotalRecallChars": 130, "language": "en"}}
+    # 120 leaves room for the English suffix (77) and some content; 80 used to give a line of
+    # prefix and suffix only, which is now cut with the short marker instead (issue 8 #12).
+    cfg = {"recall": {"maxCharsPerMemory": 120, "maxTotalRecallChars": 171, "language": "en"}}
     with TdaiMemory.open(None, embeddings=None, config=cfg) as mem:
         for i in range(3):
             mem.add_memory(f"coffee fact {i} " + "lorem ipsum " * 20, user_id=USER)
@@ -281,8 +283,9 @@ def test_budgets_are_applied_and_reported() -> None:
         assert result is not None and result.prepend_context
         lines = [x for x in result.prepend_context.splitlines() if x.startswith("- [")]
         assert len(lines) == 2
-        assert len(lines[0]) == 80 and lines[0].endswith("details)")
-        assert len(lines[0]) + 1 + len(lines[1]) <= 130
+        assert len(lines[0]) == 120 and lines[0].endswith("details)")
+        assert "coffee fact" in lines[0]
+        assert len(lines[0]) + 1 + len(lines[1]) <= 171
         assert result.truncated == 2 and result.dropped == 1
         assert [m.truncated for m in result.memories] == [True, True]
 
