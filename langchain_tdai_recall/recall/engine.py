@@ -134,7 +134,7 @@ class RecallEngine:
             )
             strategy, error = outcome.strategy, outcome.error
             timings.update(outcome.timings_ms)
-            records = self.store.db.memories_by_rowid([h.rowid for h in outcome.hits], scope)
+            records = self.store.memories_by_ref(scope, [h.rowid for h in outcome.hits])
             hits = [h for h in outcome.hits if h.rowid in records]
             raw_lines = [
                 format_memory_line(records[h.rowid], tz=self._tz, language=cfg.language)
