@@ -174,7 +174,7 @@ class TdaiMemory:
             max_input_chars=config.embedding.max_input_chars,
         )
         self._engine = RecallEngine(store, self._searcher, config, executor=self._recall_pool)
-        self._writer = TurnWriter(self._write_turn, self._after_capture)
+        self._writer = TurnWriter(self._write_turn, self._run_after_capture)
         self._upkeep: VectorUpkeep | None = None
         if embeddings is not None and store.embedder_id is not None and not store.read_only:
             from langchain_tdai_recall._embedder import VectorUpkeep  # noqa: PLC0415
@@ -623,6 +623,10 @@ class TdaiMemory:
         if kept:
             self._wake_upkeep()
         return kept
+
+    def _run_after_capture(self, scope: Scope, session_key: str) -> None:
+        # looked up per call, so a hook installed after construction takes effect
+        self._after_capture(scope, session_key)
 
     def _after_capture(self, scope: Scope, session_key: str) -> None:
         """Called by the background writer after each captured turn is stored.

@@ -359,11 +359,11 @@ class _Cached:
     """A scope's stable context with what it was read from."""
 
     signature: tuple[object, ...]
-    """Per file: name, modification time, size, inode."""
+    """Per file: name, modification and status-change times, size, inode."""
     digest: bytes
     """Hash of the files' contents."""
     newest_ns: int
-    """Newest modification time among the files."""
+    """Newest modification or status-change time among the files."""
     checked_ns: int
     """When the contents were last read and hashed."""
     value: tuple[str | None, list[SceneInfo]]
@@ -378,10 +378,11 @@ class FileDocuments(DocumentStore):
 
     `stable_context` is cached per scope and revalidated on every call, so edits by this
     process, another process or a person with an editor are all seen. A call first compares a
-    stat signature of the persona and scene files (names, modification times, sizes, inodes);
-    when it is unchanged and the files were last modified well before the cache was checked, the
-    cache is used without reading a file. Otherwise the files are read and their contents hashed,
-    so an edit that keeps the size within one tick of a coarse file clock is still seen.
+    stat signature of the persona and scene files (names, modification and status-change times,
+    sizes, inodes); when it is unchanged and the files last changed well before the cache was
+    checked, the cache is used without reading a file. Otherwise the files are read and their
+    contents hashed, so an edit that keeps the size within one tick of a coarse file clock, or
+    whose modification time was set back, is still seen.
     """
 
     def __init__(self, root: Path, *, read_only: bool = False) -> None:
@@ -420,8 +421,10 @@ class FileDocuments(DocumentStore):
     def stable_context(self, scope: Scope) -> tuple[str | None, list[SceneInfo]]:
         with self._lock:
             files = self._files(scope)
-            signature = tuple((p.name, st.st_mtime_ns, st.st_size, st.st_ino) for p, st in files)
-            newest = max((st.st_mtime_ns for _, st in files), default=0)
+            signature = tuple(
+                (p.name, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino) for p, st in files
+            )
+            newest = max((max(st.st_mtime_ns, st.st_ctime_ns) for _, st in files), default=0)
             cached = self._context_cache.get(scope)
             if cached is not None and cached.signature == signature and not cached.racy():
                 return cached.value[0], list(cached.value[1])
