@@ -14,7 +14,6 @@ left open; no thread of a store ever delays process exit.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import functools
 import logging
 import math
@@ -87,27 +86,54 @@ DEFAULT_CLOSE_TIMEOUT_S: Final = 5.0
 """Longest time `close()` (and interpreter exit) waits for queued turns and pending vectors."""
 _MAX_CLOSE_TIMEOUT_S: Final = 3600.0
 
-_OPEN_MEMORIES: weakref.WeakSet[TdaiMemory] = weakref.WeakSet()
-_EXIT_HOOK = threading.Lock()
-_exit_hook_registered = False
+
+def _shutdown(
+    writer: TurnWriter,
+    upkeep: VectorUpkeep | None,
+    store: MemoryStore,
+    pools: tuple[DaemonExecutor, ...],
+    timeout: float,
+) -> None:
+    """Stop a store's background work within `timeout` seconds and release it.
+
+    Runs from `close()`, or, for a store nobody closed, when it is garbage-collected or the
+    interpreter exits (`weakref.finalize`). It holds no reference to the `TdaiMemory`.
+    """
+    deadline = time.monotonic() + timeout
+    try:
+        writer.close(timeout)
+        if upkeep is not None:
+            left = 0.0 if store.path is None else deadline - time.monotonic()
+            upkeep.stop(max(left, 0.0))
+    finally:
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+        store.close()
 
 
-def _close_open_memories() -> None:
-    """At interpreter exit: close every store still open (each within its close timeout)."""
-    for memory in list(_OPEN_MEMORIES):
-        try:
-            memory.close()
-        except Exception:
-            logger.debug("closing a memory store at exit failed", exc_info=True)
+def _writer_callbacks(
+    memory: TdaiMemory, store: MemoryStore, upkeep: VectorUpkeep | None
+) -> tuple[Callable[[Scope, Sequence[MessageRecord], int], int], Callable[[Scope, str], None]]:
+    """The background writer's write and after-write hook.
 
+    Neither holds a strong reference to `memory`, so a memory nobody closed can still be
+    garbage-collected (and then shut down by its finalizer).
+    """
 
-def _register(memory: TdaiMemory) -> None:
-    global _exit_hook_registered  # noqa: PLW0603 - one process-wide exit hook
-    with _EXIT_HOOK:
-        _OPEN_MEMORIES.add(memory)
-        if not _exit_hook_registered:
-            atexit.register(_close_open_memories)
-            _exit_hook_registered = True
+    def write(scope: Scope, records: Sequence[MessageRecord], busy_ms: int) -> int:
+        kept = store.put_messages(scope, records, busy_timeout_ms=busy_ms)
+        if kept and upkeep is not None:
+            upkeep.wake()
+        return kept
+
+    ref = weakref.ref(memory)
+
+    def after_write(scope: Scope, session_key: str) -> None:
+        alive = ref()
+        if alive is not None:  # looked up per call, so a later override takes effect
+            alive._after_capture(scope, session_key)
+
+    return write, after_write
 
 
 def _check_timeout(field: str, value: object) -> float:
@@ -174,7 +200,6 @@ class TdaiMemory:
             max_input_chars=config.embedding.max_input_chars,
         )
         self._engine = RecallEngine(store, self._searcher, config, executor=self._recall_pool)
-        self._writer = TurnWriter(self._write_turn, self._run_after_capture)
         self._upkeep: VectorUpkeep | None = None
         if embeddings is not None and store.embedder_id is not None and not store.read_only:
             from langchain_tdai_recall._embedder import VectorUpkeep  # noqa: PLC0415
@@ -187,7 +212,16 @@ class TdaiMemory:
                 show_progress=show_progress,
             )
             self._upkeep.start()
-        _register(self)
+        self._writer = TurnWriter(*_writer_callbacks(self, store, self._upkeep))
+        self._finalizer = weakref.finalize(
+            self,
+            _shutdown,
+            self._writer,
+            self._upkeep,
+            store,
+            (self._recall_pool, self._embed_pool),
+            self._close_timeout,
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -309,17 +343,9 @@ class TdaiMemory:
             if self._closed:
                 return
             self._closed = True
-        deadline = time.monotonic() + budget
-        try:
-            self._writer.close(budget)
-            if self._upkeep is not None:
-                left = 0.0 if self._store.path is None else deadline - time.monotonic()
-                self._upkeep.stop(max(left, 0.0))
-        finally:
-            self._recall_pool.shutdown(wait=False, cancel_futures=True)
-            self._embed_pool.shutdown(wait=False, cancel_futures=True)
-            self._store.close()
-            _OPEN_MEMORIES.discard(self)
+        if self._finalizer.detach() is not None:  # not already run by garbage collection
+            pools = (self._recall_pool, self._embed_pool)
+            _shutdown(self._writer, self._upkeep, self._store, pools, budget)
 
     def flush(self, *, timeout: float | None = None) -> bool:
         """Wait until the background work accepted so far is done.
@@ -616,17 +642,6 @@ class TdaiMemory:
                 logger.warning("L0 capture during close() is dropped")
         except Exception as exc:
             logger.warning("L0 capture failed: %s", type(exc).__name__)
-
-    def _write_turn(self, scope: Scope, records: Sequence[MessageRecord], busy_ms: int) -> int:
-        """The background writer's write: one turn, with a bounded wait for the lock."""
-        kept = self._store.put_messages(scope, records, busy_timeout_ms=busy_ms)
-        if kept:
-            self._wake_upkeep()
-        return kept
-
-    def _run_after_capture(self, scope: Scope, session_key: str) -> None:
-        # looked up per call, so a hook installed after construction takes effect
-        self._after_capture(scope, session_key)
 
     def _after_capture(self, scope: Scope, session_key: str) -> None:
         """Called by the background writer after each captured turn is stored.

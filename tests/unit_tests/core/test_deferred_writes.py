@@ -8,7 +8,6 @@ that retries while another process holds the write lock.
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 import textwrap
@@ -271,3 +270,26 @@ def test_close_flushes_captured_turns(tmp_path: Path) -> None:
     mem.close()
     with TdaiMemory.open(tmp_path, embeddings=None) as again:
         assert again.stats(user_id="u").messages == 20
+
+
+def test_an_unclosed_memory_is_shut_down_when_collected(tmp_path: Path) -> None:
+    import gc
+
+    def background() -> set[threading.Thread]:
+        names = ("tdai-vectors", "tdai-l0-writer")
+        return {t for t in threading.enumerate() if t.name in names}
+
+    before = background()
+    mem = TdaiMemory.open(tmp_path, embeddings=HashEmbeddings(32))
+    mem._capture_turn(
+        [{"role": "user", "content": "kept anyway"}], scope=Scope("u"), session_key="s"
+    )
+    assert len(background() - before) == 2
+    del mem
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while background() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not background() - before
+    with TdaiMemory.open(tmp_path, embeddings=None) as again:
+        assert again.search_conversations("kept anyway", user_id="u")
