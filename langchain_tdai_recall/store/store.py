@@ -122,9 +122,15 @@ class MemoryStore:
         self.tokenizer = tokenizer
         self.embedder_id = embedder_id
         self._db = SqliteRecords(path, synchronous=synchronous, read_only=read_only)
-        self.documents: DocumentStore = (
-            FileDocuments(path, read_only=read_only) if path is not None else InMemoryDocuments()
-        )
+        try:
+            self.documents: DocumentStore = (
+                FileDocuments(path, read_only=read_only)
+                if path is not None
+                else InMemoryDocuments()
+            )
+        except BaseException:
+            self._db.close()
+            raise
         self._indexes: dict[tuple[int, Layer], LayerIndex] = {}
         self._lock = threading.Lock()
         self._closed = False
