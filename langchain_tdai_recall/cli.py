@@ -731,7 +731,8 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 
 def _scope_text(memory: TdaiMemory, args: argparse.Namespace) -> str:
-    user, agent = memory.scope(args.user, args.agent)
+    scope = memory.scope(args.user, args.agent)
+    user, agent = scope.user_id, scope.agent_id
     return f"user {user!r}" + (f", agent {agent!r}" if agent else "")
 
 
@@ -810,7 +811,7 @@ def _export_lines(
     from langchain_tdai_recall._progress import progress  # noqa: PLC0415
 
     if args.user is not None or args.agent is not None:
-        scopes = [memory.scope(args.user, args.agent)]
+        scopes = [(s.user_id, s.agent_id) for s in [memory.scope(args.user, args.agent)]]
         total = memory.stats(user_id=args.user, agent_id=args.agent).memories
     else:  # every scope with records (an administrative export, like `stats`)
         stats = memory.stats()

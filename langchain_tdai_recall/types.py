@@ -361,6 +361,10 @@ class StoreStats:
     """Scopes whose derived indexes are loaded in this process."""
     scopes: tuple[ScopeStats, ...] = ()
     """Per-scope counts."""
+    pending_vectors: int = 0
+    """Memories and messages in the selected scopes still waiting for a vector from the current
+    embedder (written moments ago, re-embedding after an embedder change, or failed and due for
+    a retry); they are keyword-searchable meanwhile."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

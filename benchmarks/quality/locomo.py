@@ -143,6 +143,7 @@ def evaluate(
             for conv in convs:
                 records, coverages[conv.sample_id] = build_records(conv, variant)
                 memory.add_memories(records, user_id=conv.sample_id, show_progress=False)
+            memory.flush()  # vectors are computed in the background; measure with all of them
             rows: list[dict[str, float]] = []
             false_counts: list[int] = []
             strategies: dict[str, int] = {}

@@ -113,6 +113,7 @@ def evaluate(
         with open_memory(embeddings, mode, ranking=ranking) as memory:
             for user in users:
                 memory.add_memories(_records(user), user_id=user.user_id, show_progress=False)
+            memory.flush()  # vectors are computed in the background; measure with all of them
             rows: list[dict[str, Any]] = []
             absent_top: dict[str, list[float]] = {"embedding": [], "keyword": []}
             absent_injected: list[int] = []

@@ -154,7 +154,7 @@ class RecallEngine:
         rows = index.rule_rows() if index is not None else []
         if not rows:
             return []
-        records = self.store.db.memories_by_rowid(rows, scope)
+        records = self.store.memories_by_ref(scope, rows)
         rules = sorted(records.values(), key=lambda r: (r.created_at, r.id))
         if len(rules) > MAX_STANDING_RULES:
             logger.warning(
@@ -194,7 +194,7 @@ class RecallEngine:
             )
             strategy, error = outcome.strategy, outcome.error
             timings.update(outcome.timings_ms)
-            records = self.store.db.memories_by_rowid([h.rowid for h in outcome.hits], scope)
+            records = self.store.memories_by_ref(scope, [h.rowid for h in outcome.hits])
             hits = [
                 h
                 for h in outcome.hits

@@ -21,6 +21,7 @@ import numpy.typing as npt
 from langchain_tdai_recall.store._keyword import KeywordHits, KeywordIndex
 from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow, SqliteRecords
 from langchain_tdai_recall.text.tokenize import Query, Tokenizer
+from langchain_tdai_recall.types import Scope
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.store._vectors import VectorIndex
@@ -67,7 +68,7 @@ class LayerIndex:
         self,
         db: SqliteRecords,
         scope_id: int,
-        user: tuple[str, str | None],
+        scope: Scope,
         layer: Layer,
         *,
         tokenizer: Tokenizer,
@@ -78,7 +79,7 @@ class LayerIndex:
         self.tokenizer: Final = tokenizer
         self.embedder: Final = embedder
         self._db = db
-        self._user = user
+        self._scope = scope
         self._lock = threading.Lock()
         self._generation = 0
         self.keyword = KeywordIndex(tokenizer.identity)
@@ -101,9 +102,9 @@ class LayerIndex:
                 self._remove(removed)
             rows: list[MemoryRow] | list[MessageRow]
             if self.layer == "l1":
-                rows = self._db.memory_rows_since(self.scope_id, seen, self._user)
+                rows = self._db.memory_rows_since(self.scope_id, seen, self._scope)
             else:
-                rows = self._db.message_rows_since(self.scope_id, seen, self._user)
+                rows = self._db.message_rows_since(self.scope_id, seen, self._scope)
             self._apply(rows)
             self._generation = current
             if seen == 0:
@@ -160,8 +161,11 @@ class LayerIndex:
             self.vectors.remove(np.asarray(without_vec, dtype=np.int64))
         if with_vec:
             matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(with_vec), -1)
-            if self.vectors is None:
-                # faiss loads here, on the first vector, not at package import
+            if self.vectors is None or (
+                len(self.vectors) == 0 and matrix.shape[1] != self.vectors.dim
+            ):
+                # faiss loads here, on the first vector, not at package import; an emptied
+                # index takes the dimension of the vectors that replace the old ones
                 from langchain_tdai_recall.store._vectors import VectorIndex  # noqa: PLC0415
 
                 self.vectors = VectorIndex(matrix.shape[1])

@@ -254,7 +254,9 @@ def test_new_embedder_reembeds_at_open(tmp_path: Path) -> None:
             [{"content": f"fact number {i} about tea"} for i in range(30)], user_id="u"
         )
     with TdaiMemory.open(tmp_path, embeddings=HashEmbeddings(32)) as mem:
-        assert mem.reindex() == 0  # already done at open
+        assert mem.flush(timeout=30)  # re-embedding runs in the background after open
+        assert mem.reindex() == 0  # nothing left to do
+        assert mem.stats().pending_vectors == 0
         hits = mem.search_memories("fact number 3 about tea", user_id="u")
         assert hits and hits[0].embedding_score is not None
         assert mem.stats(user_id="u").dimensions == 32

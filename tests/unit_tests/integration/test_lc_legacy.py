@@ -75,6 +75,7 @@ async def test_executor_example(mem: TdaiMemory, use_async: bool) -> None:
     # The next turn resets the budget, and the first turn was captured to L0.
     out = await run("And on short flights?")
     assert [o == refused for _, o in out["intermediate_steps"]] == [False]
+    mem.flush()
     hits = mem.search_conversations("window seats", user_id="alice")
     assert {h.content for h in hits} >= {
         "Which seats do I like on long flights?",

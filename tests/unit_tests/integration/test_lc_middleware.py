@@ -374,6 +374,7 @@ def test_recall_disabled_injects_nothing_but_still_captures() -> None:
         model = FakeToolCallingChatModel(script=["fine"])
         _agent(memory, model, user_id="alice").invoke(user(QUESTION))
         assert last_human(model.requests[0]).content == QUESTION
+        memory.flush()  # L0 capture runs on the store's background writer
         hits = memory.search_conversations("seat flights", user_id="alice")
         assert [h.content for h in hits if h.role == "user"] == [QUESTION]
 
@@ -393,6 +394,7 @@ def test_l0_capture_records_typed_text_and_answer(mem: TdaiMemory) -> None:
     agent = _agent(mem, model, checkpointer=saver)
     ctx = {"user_id": "alice"}
     agent.invoke(user("Remember that I like window seats"), THREAD, context=ctx)
+    mem.flush()  # L0 capture runs on the store's background writer
 
     hits = mem.search_conversations("window seats", user_id="alice")
     contents = {h.role: h.content for h in hits}
@@ -409,13 +411,16 @@ def test_l0_capture_records_typed_text_and_answer(mem: TdaiMemory) -> None:
     assert "Remember that I like window seats" in str(tool_messages[-1].content)
 
     # A run without a new human message does not record the turn again.
+    mem.flush()
     before = mem.stats(user_id="alice").messages
     agent.invoke({"messages": []}, THREAD, context=ctx)
+    mem.flush()
     assert mem.stats(user_id="alice").messages == before
 
 
 def test_capture_disabled(mem: TdaiMemory) -> None:
     _agent(mem, FakeToolCallingChatModel(), user_id="alice", capture=False).invoke(user(QUESTION))
+    mem.flush()
     assert mem.search_conversations("seat flights", user_id="alice") == []
 
 
@@ -545,6 +550,7 @@ def test_concurrent_threads_with_checkpointer(mem: TdaiMemory) -> None:
 def test_final_answer_is_last_ai_message(mem: TdaiMemory) -> None:
     model = FakeToolCallingChatModel(script=[AIMessage(content=[{"type": "text", "text": "A"}])])
     _agent(mem, model, user_id="alice").invoke(user("unique question zeta"))
+    mem.flush()
     hits = mem.search_conversations("zeta", user_id="alice")
     assert [h.role for h in hits] == ["user"]
     assert mem.stats(user_id="alice").messages == 2
