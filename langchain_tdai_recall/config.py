@@ -207,10 +207,24 @@ class RecallConfig(_ConfigModel):
     meaning) while the persona and scene navigation are still injected; to switch recall off use
     `enabled`."""
     score_threshold: float = Field(default=0.3, ge=0.0, le=1.0)
-    """Minimum score a memory needs in its leg: cosine similarity for the embedding leg and, unless
-    `keyword_score_threshold` is set, normalised keyword relevance for the keyword leg."""
+    """Relevance (0-1, the `score` of a hit) a memory needs to be injected automatically. The
+    threshold is halved for messages clearly about the user's memories and lowered for memories
+    of priority above 70 (see `recall.gate`). It gates injection only: the memory tools and
+    `search_memories` return the best hits above `tools.min_score`."""
     keyword_score_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
-    """Separate minimum for the keyword leg; `None` uses `score_threshold`."""
+    """Threshold used instead of `score_threshold` when recall runs on keywords alone (strategy
+    `keyword`, no embedder, or a failed query embedding); `None` uses `score_threshold`."""
+    pin_priority: int | None = Field(default=90, ge=60, le=100)
+    """Memories of at least this priority (safety facts, medication, hard constraints) are not
+    left to search: they go into the system context every turn, like standing rules (priority
+    -1 instructions). `None` pins only standing rules."""
+    pin_instruction_priority: int | None = Field(default=70, ge=60, le=100)
+    """Instructions (rules the user gave the assistant) of at least this priority are pinned
+    too: a rule applies to every task it covers, whether or not the task's wording resembles it.
+    `None` pins instructions only by `pin_priority`."""
+    max_pinned: int = Field(default=10, ge=0, le=100)
+    """Most memories pinned by priority (highest priority, then oldest, first); the rest are left
+    to search."""
     strategy: Strategy = "hybrid"
     """`hybrid`, `embedding` or `keyword`."""
     timeout_ms: int = Field(default=DEFAULT_RECALL_TIMEOUT_MS, ge=0, le=600_000)
@@ -295,6 +309,11 @@ class ToolsConfig(_ConfigModel):
     """Register the tools in the middleware."""
     max_calls_per_turn: int = Field(default=3, ge=1, le=50)
     """Combined cap on `tdai_memory_search` and `tdai_conversation_search` calls per turn."""
+    min_score: float = Field(default=0.03, ge=0.0, le=1.0)
+    """Relevance floor of the agent's own searches (the memory tools, `search_memories`,
+    `search_conversations`): they return the best-ranked hits the agent asked for above this
+    floor, which only drops memories unrelated to the query. Automatic injection uses
+    `recall.score_threshold` instead."""
 
 
 class CaptureConfig(_ConfigModel):

@@ -46,7 +46,7 @@ from langchain_tdai_recall._writer import TurnWriter
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError
 from langchain_tdai_recall.recall.engine import RecallEngine, RecallRequest
-from langchain_tdai_recall.recall.search import Searcher, SearchOutcome
+from langchain_tdai_recall.recall.search import RankedHit, Searcher
 from langchain_tdai_recall.store.store import MemoryStore
 from langchain_tdai_recall.text.clean import clean_query, content_text
 from langchain_tdai_recall.text.tokenize import get_tokenizer
@@ -787,27 +787,30 @@ class TdaiMemory:
         layer: Literal["l1", "l0"],
         query: object,
         limit: object,
+        min_score: object,
         **filters: Any,
-    ) -> SearchOutcome | None:
-        """Validate, clean the query and rank it with recall's strategy and thresholds."""
+    ) -> list[RankedHit]:
+        """Validate, clean the query, rank it like recall and keep the best hits above the floor."""
         check_int("limit", limit, low=1, high=100)
+        floor = self.config.tools.min_score if min_score is None else min_score
+        if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1:
+            msg = f"min_score must be a number in 0..1 or None, got {min_score!r}"
+            raise ConfigError(msg)
         if query is not None and not isinstance(query, str | list | tuple):
             msg = f"query must be a string, got {type(query).__name__} {query!r:.60}"
             raise ConfigError(msg)
         text = clean_query(clean_text(content_text(query)))
         if not text:
-            return None
-        cfg = self.config.recall
-        return self._searcher.search(
+            return []
+        outcome = self._searcher.search(
             scope,
             layer,
             text,
             limit=cast("int", limit),
-            strategy=cfg.strategy,
-            keyword_threshold=cfg.keyword_threshold,
-            embedding_threshold=cfg.score_threshold,
+            strategy=self.config.recall.strategy,
             **filters,
         )
+        return outcome.top(cast("int", limit), float(floor))
 
     def search_memories(
         self,
@@ -818,20 +821,34 @@ class TdaiMemory:
         scene: str | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
+        min_score: float | None = None,
     ) -> list[MemoryHit]:
-        """Search the scope's L1 memories with recall's ranking and thresholds.
+        """Search the scope's L1 memories with recall's ranking: the best hits the caller asked for.
 
-        `type` filters by memory type; `scene` by scene name (case-insensitive substring).
+        Unlike automatic recall, which injects a memory only when its relevance reaches
+        `recall.score_threshold`, a search returns the best-ranked `limit` memories whose
+        relevance reaches a low floor (`tools.min_score`, or `min_score` here), like the
+        `tdai_memory_search` tool.
+
+        Args:
+            query: What to look for.
+            limit: Most hits, 1..100.
+            type: Only memories of this type.
+            scene: Only memories whose scene name contains this text (case-insensitive).
+            user_id: Owner; `None` is the default user.
+            agent_id: Agent; `None` is the user's shared memory.
+            min_score: Relevance floor in 0..1; `None` uses `tools.min_score`.
+
+        Returns:
+            Hits, best ranked first; `score` is the relevance in 0..1.
         """
         scope = self.scope(user_id, agent_id)
         if type is not None and type not in MEMORY_TYPES:
             msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {type!r}"
             raise ConfigError(msg)
         check_optional_str("scene", scene)
-        outcome = self._search(scope, "l1", query, limit, kind=type, group=scene or None)
-        if outcome is None:
-            return []
-        records = self._store.memories_by_ref(scope, [h.rowid for h in outcome.hits])
+        hits = self._search(scope, "l1", query, limit, min_score, kind=type, group=scene or None)
+        records = self._store.memories_by_ref(scope, [h.rowid for h in hits])
         return [
             MemoryHit(
                 id=rec.id,
@@ -844,7 +861,7 @@ class TdaiMemory:
                 embedding_score=h.embedding_score,
                 record=rec,
             )
-            for h in outcome.hits
+            for h in hits
             if (rec := records.get(h.rowid)) is not None
         ]
 
@@ -856,14 +873,19 @@ class TdaiMemory:
         session_key: str | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
+        min_score: float | None = None,
     ) -> list[MessageHit]:
-        """Search the scope's L0 messages (optionally one session) with recall's ranking."""
+        """Search the scope's L0 messages (optionally one session) with recall's ranking.
+
+        Returns the best-ranked `limit` messages whose relevance reaches `tools.min_score` (or
+        `min_score`); `score` is the relevance in 0..1.
+        """
         scope = self.scope(user_id, agent_id)
         check_optional_str("session_key", session_key)
-        outcome = self._search(scope, "l0", query, limit, group=session_key, exact_group=True)
-        if outcome is None:
-            return []
-        records = self._store.messages_by_ref(scope, [h.rowid for h in outcome.hits])
+        hits = self._search(
+            scope, "l0", query, limit, min_score, group=session_key, exact_group=True
+        )
+        records = self._store.messages_by_ref(scope, [h.rowid for h in hits])
         return [
             MessageHit(
                 id=rec.id,
@@ -875,7 +897,7 @@ class TdaiMemory:
                 keyword_score=h.keyword_score,
                 embedding_score=h.embedding_score,
             )
-            for h in outcome.hits
+            for h in hits
             if (rec := records.get(h.rowid)) is not None
         ]
 
@@ -1103,6 +1125,7 @@ class TdaiMemory:
         scene: str | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
+        min_score: float | None = None,
     ) -> list[MemoryHit]:
         """Async version of `search_memories`."""
         return await _in_thread(
@@ -1113,6 +1136,7 @@ class TdaiMemory:
             scene=scene,
             user_id=user_id,
             agent_id=agent_id,
+            min_score=min_score,
         )
 
     async def asearch_conversations(
@@ -1123,6 +1147,7 @@ class TdaiMemory:
         session_key: str | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
+        min_score: float | None = None,
     ) -> list[MessageHit]:
         """Async version of `search_conversations`."""
         return await _in_thread(
@@ -1132,6 +1157,7 @@ class TdaiMemory:
             session_key=session_key,
             user_id=user_id,
             agent_id=agent_id,
+            min_score=min_score,
         )
 
     async def aimport_upstream(

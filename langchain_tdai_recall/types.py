@@ -270,6 +270,9 @@ class RecallResult:
     standing_rules: tuple[MemoryRecord, ...] = ()
     """Instructions with priority -1 (absolute standing rules), injected in the system context every
     turn instead of being left to search; oldest first."""
+    pinned: tuple[MemoryRecord, ...] = ()
+    """Memories of priority >= `recall.pin_priority` (safety facts, medication, hard
+    constraints), injected in the system context every turn; highest priority first."""
     language: Language = "en"
     """Language the memory block was written in."""
 

@@ -100,12 +100,9 @@ def build_records(conv: Conversation, variant: str) -> tuple[list[dict[str, Any]
     return records, coverage
 
 
-def open_memory(embeddings: Embeddings | None, mode: str, *, ranking: bool) -> TdaiMemory:
-    """An in-memory store configured for one strategy (thresholds 0 in ranking mode)."""
+def open_memory(embeddings: Embeddings | None, mode: str) -> TdaiMemory:
+    """An in-memory store configured for one strategy, otherwise with the default settings."""
     recall: dict[str, Any] = {"strategy": mode, "max_results": 5}
-    if ranking:
-        recall["score_threshold"] = 0.0
-        recall["keyword_score_threshold"] = 0.0
     return TdaiMemory.open(None, embeddings=embeddings, config={"recall": recall})
 
 
@@ -139,7 +136,7 @@ def evaluate(
     out: dict[str, Any] = {}
     for ranking in (True, False):
         start = time.perf_counter()
-        with open_memory(embeddings, mode, ranking=ranking) as memory:
+        with open_memory(embeddings, mode) as memory:
             for conv in convs:
                 records, coverages[conv.sample_id] = build_records(conv, variant)
                 memory.add_memories(records, user_id=conv.sample_id, show_progress=False)
@@ -161,13 +158,13 @@ def evaluate(
                         top5 = [
                             coverage.get(h.id, ())
                             for h in memory.search_memories(
-                                question.question, limit=5, user_id=conv.sample_id
+                                question.question, limit=5, user_id=conv.sample_id, min_score=0.0
                             )
                         ]
                         covered = [
                             coverage.get(h.id, ())
                             for h in memory.search_memories(
-                                question.question, limit=K, user_id=conv.sample_id
+                                question.question, limit=K, user_id=conv.sample_id, min_score=0.0
                             )
                         ]
                         rows.append(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import RecallTimeoutError
+from langchain_tdai_recall.recall.gate import injected
 from langchain_tdai_recall.recall.prompt import (
     detect_language,
     format_memory_line,
@@ -46,7 +47,8 @@ MIN_QUERY_CHARS = 2
 """Cleaned text shorter than this many code points skips the L1 search."""
 
 MAX_STANDING_RULES = 50
-"""At most this many standing rules (oldest first) go into the system context."""
+"""At most this many standing rules (oldest first) go into the system context; the rest are
+left to search (with a warning)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,21 +150,47 @@ class RecallEngine:
         system: Language = detect_language(request.system_prompt) or "en"
         return detect_language(query) or system, system
 
-    def _standing_rules(self, scope: Scope) -> list[MemoryRecord]:
-        """The scope's instructions with priority -1, oldest first (byte-stable order)."""
+    def _pinned(self, scope: Scope) -> tuple[list[MemoryRecord], list[MemoryRecord], set[int]]:
+        """Standing rules (oldest first) and pinned memories (highest priority, then oldest).
+
+        Returns the two lists and the row references of both, which the search then skips.
+        """
+        cfg = self.config.recall
         index = self.store.index(scope, "l1")
-        rows = index.rule_rows() if index is not None else []
+        if index is None:
+            return [], [], set()
+        threshold = cfg.pin_priority if cfg.pin_priority is not None else 101
+        rule_threshold = min(
+            threshold,
+            cfg.pin_instruction_priority if cfg.pin_instruction_priority is not None else 101,
+        )
+        rows = index.pinned_rows(rule_threshold)
         if not rows:
-            return []
-        records = self.store.memories_by_ref(scope, rows)
-        rules = sorted(records.values(), key=lambda r: (r.created_at, r.id))
-        if len(rules) > MAX_STANDING_RULES:
-            logger.warning(
-                "scope has %d standing rules (priority -1); only the oldest %d are injected",
-                len(rules),
-                MAX_STANDING_RULES,
-            )
-        return rules[:MAX_STANDING_RULES]
+            return [], [], set()
+        records = self.store.memories_by_ref(scope, [rowid for rowid, _ in rows])
+        rules: list[tuple[int, MemoryRecord]] = []
+        pinned: list[tuple[int, MemoryRecord]] = []
+        for rowid, rec in records.items():
+            if rec.priority == -1 and rec.type == "instruction":
+                rules.append((rowid, rec))
+            elif rec.priority >= (rule_threshold if rec.type == "instruction" else threshold):
+                pinned.append((rowid, rec))
+        rules.sort(key=lambda item: (item[1].created_at, item[1].id))
+        pinned.sort(key=lambda item: (-item[1].priority, item[1].created_at, item[1].id))
+        for kept, limit, what in (
+            (rules, MAX_STANDING_RULES, "standing rules (priority -1)"),
+            (pinned, cfg.max_pinned, "memories pinned by priority"),
+        ):
+            if len(kept) > limit:
+                logger.warning(
+                    "scope has %d %s; the first %d are pinned, the rest are left to search",
+                    len(kept),
+                    what,
+                    limit,
+                )
+                del kept[limit:]
+        refs = {rowid for rowid, _ in rules} | {rowid for rowid, _ in pinned}
+        return [r for _, r in rules], [r for _, r in pinned], refs
 
     def _recall(
         self, user_text: object, scope: Scope, request: RecallRequest, deadline: float
@@ -177,29 +205,26 @@ class RecallEngine:
         memories: list[RecalledMemory] = []
         lines: list[str] = []
         truncated = dropped = 0
-        t_rules = time.perf_counter()
-        rules = self._standing_rules(scope)
-        rule_ids = {r.id for r in rules}
-        timings["rules"] = (time.perf_counter() - t_rules) * 1000
-        if len(query) >= MIN_QUERY_CHARS:
+        t_pinned = time.perf_counter()
+        rules, pinned, pinned_refs = self._pinned(scope)
+        timings["pinned"] = (time.perf_counter() - t_pinned) * 1000
+        if len(query) >= MIN_QUERY_CHARS and cfg.max_results > 0:
             outcome = self.searcher.search(
                 scope,
                 "l1",
                 query,
-                limit=cfg.max_results + len(rules),
+                limit=cfg.max_results + len(pinned_refs),
                 strategy=cfg.strategy,
-                keyword_threshold=cfg.keyword_threshold,
-                embedding_threshold=cfg.score_threshold,
                 deadline=deadline,
             )
             strategy, error = outcome.strategy, outcome.error
             timings.update(outcome.timings_ms)
-            records = self.store.memories_by_ref(scope, [h.rowid for h in outcome.hits])
-            hits = [
-                h
-                for h in outcome.hits
-                if h.rowid in records and records[h.rowid].id not in rule_ids
-            ][: cfg.max_results]
+            threshold = cfg.keyword_threshold if strategy == "keyword" else cfg.score_threshold
+            chosen = injected(
+                outcome, threshold=threshold, limit=cfg.max_results, exclude=pinned_refs
+            )
+            records = self.store.memories_by_ref(scope, [h.rowid for h in chosen])
+            hits = [h for h in chosen if h.rowid in records]
             raw_lines = [
                 format_memory_line(records[h.rowid], tz=self._tz, language=language) for h in hits
             ]
@@ -234,6 +259,7 @@ class RecallEngine:
         system = render_system_context(
             persona=persona_text,
             rules=[r.content for r in rules],
+            pinned=[format_memory_line(r, tz=self._tz, language=system_language) for r in pinned],
             navigation=render_scene_navigation(scenes, system_language),
             language=system_language,
             tools_max_calls=(
@@ -253,13 +279,15 @@ class RecallEngine:
             dropped=dropped,
             error=error,
             standing_rules=tuple(rules),
+            pinned=tuple(pinned),
             language=language,
         )
         logger.debug(
-            "recall strategy=%s memories=%d rules=%d total=%.1f ms timings=%s",
+            "recall strategy=%s memories=%d rules=%d pinned=%d total=%.1f ms timings=%s",
             strategy,
             len(memories),
             len(rules),
+            len(pinned),
             timings["total"],
             timings,
         )

@@ -14,9 +14,19 @@ from collections.abc import Sequence
 from typing import Final
 
 from langchain_tdai_recall.text.lookalike import OPENER_CHARS, fold
+from langchain_tdai_recall.text.tags import (
+    INJECTED_TAGS,
+    KEY_MEMORIES_TAG,
+    MEMORY_TOOLS_GUIDE_TAG,
+    RELEVANT_MEMORIES_TAG,
+    SCENE_NAVIGATION_TAG,
+    STANDING_RULES_TAG,
+    USER_PERSONA_TAG,
+)
 from langchain_tdai_recall.types import Language, MemoryRecord, SceneInfo
 
 __all__ = [
+    "KEY_MEMORIES_TAG",
     "MEMORY_TOOLS_GUIDE_TAG",
     "RELEVANT_MEMORIES_TAG",
     "SCENE_NAVIGATION_TAG",
@@ -37,11 +47,6 @@ __all__ = [
     "truncation_suffix",
 ]
 
-RELEVANT_MEMORIES_TAG: Final = "relevant-memories"
-USER_PERSONA_TAG: Final = "user-persona"
-SCENE_NAVIGATION_TAG: Final = "scene-navigation"
-MEMORY_TOOLS_GUIDE_TAG: Final = "memory-tools-guide"
-STANDING_RULES_TAG: Final = "standing-instructions"
 
 TRUNCATION_SUFFIX: Final[dict[Language, str]] = {
     "zh": "…（已截断；可用 tdai_memory_search 或 tdai_conversation_search 查看详情）",
@@ -91,6 +96,12 @@ _RULES_HEADER: Final[dict[Language, str]] = {
     "en": "Standing instructions from the user. Follow them in every reply:",
 }
 
+_KEY_MEMORIES_HEADER: Final[dict[Language, str]] = {
+    "zh": "关于用户的关键信息（健康、安全、硬性约束等），每一次回答都要考虑到：",
+    "en": "Key facts about the user (health, safety, hard constraints). Keep them in mind in "
+    "every reply:",
+}
+
 _NAV_HEADER: Final[dict[Language, str]] = {
     "zh": "场景记忆索引（按热度排序）。需要某个场景的完整内容时，用 tdai_read_scene 按名称读取：",
     "en": "Scene memory index, most active first. To read a scene in full, call tdai_read_scene "
@@ -107,12 +118,7 @@ _TIME_LABEL: Final[dict[Language, tuple[str, str, str, str]]] = {
 }
 
 _PROTECTED_TAGS: Final = (
-    RELEVANT_MEMORIES_TAG,
-    USER_PERSONA_TAG,
-    SCENE_NAVIGATION_TAG,
-    MEMORY_TOOLS_GUIDE_TAG,
-    STANDING_RULES_TAG,
-    "relevant-scenes",
+    *INJECTED_TAGS,
     "system",
     "assistant",
     "user",
@@ -339,8 +345,12 @@ def render_system_context(
     language: Language,
     tools_max_calls: int | None,
     rules: Sequence[str] = (),
+    pinned: Sequence[str] = (),
 ) -> str | None:
-    """Persona, standing rules, scene navigation and tools guide, in that order, blank-line joined.
+    """Persona, standing rules, key memories, scene navigation and tools guide, blank-line joined.
+
+    `rules` are the texts of the standing rules; `pinned` are memory lines (see
+    `format_memory_line`) of the memories pinned by priority.
 
     The tools guide is included whenever the caller has the tools (`tools_max_calls` is not
     `None`), independent of whether this turn recalled anything, so the system message does not
@@ -352,6 +362,9 @@ def render_system_context(
     standing = render_standing_rules(rules, language)
     if standing:
         parts.append(f"<{STANDING_RULES_TAG}>\n{standing}\n</{STANDING_RULES_TAG}>")
+    if pinned:
+        body = "\n".join([_KEY_MEMORIES_HEADER[language], *pinned])
+        parts.append(f"<{KEY_MEMORIES_TAG}>\n{body}\n</{KEY_MEMORIES_TAG}>")
     if navigation:
         parts.append(f"<{SCENE_NAVIGATION_TAG}>\n{navigation}\n</{SCENE_NAVIGATION_TAG}>")
     if tools_max_calls is not None:

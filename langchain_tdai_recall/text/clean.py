@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Final
 
+from langchain_tdai_recall.text.tags import INJECTED_TAGS
+
 __all__ = [
     "INJECTED_TAGS",
     "MAX_CLEAN_INPUT_CHARS",
@@ -23,15 +25,6 @@ __all__ = [
     "strip_injected_blocks",
 ]
 
-INJECTED_TAGS: Final = (
-    "relevant-memories",
-    "user-persona",
-    "scene-navigation",
-    "memory-tools-guide",
-    "standing-instructions",
-    "relevant-scenes",
-)
-"""Blocks this package (or the original plugin) writes into prompts."""
 
 MAX_QUERY_CHARS: Final = 2000
 """Longest search query, in code points. A longer cleaned message keeps its first and its last

@@ -113,7 +113,8 @@ def test_detect_language(text: str, expected: str | None) -> None:
 
 def test_auto_language_follows_the_message_for_memories_and_the_system_prompt_for_context() -> None:
     with _store() as memory:
-        memory.add_memory("用户对花生过敏", type="persona", user_id=USER)
+        memory.add_memory("用户喜欢吃花生", type="persona", user_id=USER)
+        memory.add_memory("Bought salted peanuts for the party", user_id=USER)
         en = memory.recall("peanuts", user_id=USER, system_prompt="You are a helpful assistant.")
         zh = memory.recall("花生", user_id=USER, system_prompt="You are a helpful assistant.")
     assert en is not None and zh is not None

@@ -153,7 +153,10 @@ def test_record_messages_dedupes_and_strips_injection(memory: TdaiMemory) -> Non
     assert memory.record_messages(msgs, session_key="s1", user_id="u") == 2
     assert memory.record_messages(msgs, session_key="s1", user_id="u") == 0  # same ids
     hits = memory.search_conversations("book a flight", user_id="u")
-    assert hits[0].content == "book a flight" and hits[0].role == "user"
+    assert sorted((h.role, h.content) for h in hits) == [
+        ("assistant", "Booked the flight to Osaka"),
+        ("user", "book a flight"),  # the injected block was stripped before storing
+    ]
     memory.record_messages(
         [{"role": "user", "content": "flight to Osaka again"}], session_key="s2", user_id="u"
     )

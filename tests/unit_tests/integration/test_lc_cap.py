@@ -60,7 +60,7 @@ async def test_parallel_calls_three_run_two_refused_then_reset(mem: TdaiMemory, 
     )
     config = {"configurable": {"thread_id": f"cap-{mode}"}}
 
-    messages = await _run(agent, user("Which seats do I like?"), config, mode)
+    messages = await _run(agent, user("Which seats do I prefer?"), config, mode)
     results = _tool_results(messages, 0)
     assert len(results) == 5
     ai = next(m for m in messages if isinstance(m, AIMessage) and m.tool_calls)

@@ -15,7 +15,7 @@ from langchain_tdai_recall.testing import FakeToolCallingChatModel
 
 from ._helpers import last_human, system_of, text_of
 
-QUESTION = "What seats do I prefer on flights?"
+QUESTION = "Which seats do I prefer?"
 ALICE = {"configurable": {"user_id": "alice"}}
 BOB = {"configurable": {"user_id": "bob"}}
 PROMPT = ChatPromptTemplate.from_messages([("system", "Be brief."), ("human", "{q}")])

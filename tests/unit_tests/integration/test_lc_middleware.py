@@ -290,7 +290,7 @@ def test_two_users_never_see_each_other(mem: TdaiMemory) -> None:
     agent = _agent(mem, model)
     questions = {
         "alice": "Which seats do I prefer on long flights?",
-        "bob": "Which seats do I prefer, and which milk?",
+        "bob": "Which aisle seats do I prefer?",
     }
 
     def run(who: str) -> None:
@@ -304,7 +304,7 @@ def test_two_users_never_see_each_other(mem: TdaiMemory) -> None:
     seen = {"alice": 0, "bob": 0}
     for request in model.requests:
         prompt = json.dumps([m.content for m in request], ensure_ascii=False)
-        who = "bob" if "milk" in text_of(request[-1]).split("\n\n")[-1] else "alice"
+        who = "bob" if "aisle" in text_of(request[-1]).split("\n\n")[-1] else "alice"
         seen[who] += 1
         mine, theirs = (alice_texts, bob_texts) if who == "alice" else (bob_texts, alice_texts)
         assert any(m in prompt for m in mine)
