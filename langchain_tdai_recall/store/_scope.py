@@ -66,6 +66,13 @@ def _order_key(meta: RowMeta) -> int:
     return (meta.priority + 2) * (1 << 44) + min(recency_ms, (1 << 44) - 1)
 
 
+def _indexed_text(row: MemoryRow | MessageRow) -> str:
+    """The text a row is keyword-indexed from: a message with the end of the one before it."""
+    if isinstance(row, MessageRow) and row.context:
+        return f"{row.context}\n{row.record.content}"
+    return row.record.content
+
+
 class LayerIndex:
     """Keyword + vector index of one scope's layer. Thread-safe."""
 
@@ -163,7 +170,7 @@ class LayerIndex:
         tokenize = self.tokenizer.document_tokens
         self.keyword.add_many(
             [row.rowid for row in rows],
-            [tokenize(row.record.content) for row in rows],
+            [tokenize(_indexed_text(row)) for row in rows],
             [_order_key(self.meta[row.rowid]) for row in rows],
         )
         if without_vec and self.vectors is not None:

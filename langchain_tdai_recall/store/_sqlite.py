@@ -116,11 +116,28 @@ _MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX memories_unembedded ON memories (rowid) WHERE vector IS NULL;
     CREATE INDEX messages_unembedded ON messages (rowid) WHERE vector IS NULL;
     """,
+    # 3: each message keeps the end of the message before it in its session (see
+    # `L0_CONTEXT_CHARS`), so a turn is searched with the turn it answers; existing messages get
+    # theirs and wait for a new vector made from both
+    """
+    ALTER TABLE messages ADD COLUMN context TEXT NOT NULL DEFAULT '';
+    CREATE INDEX messages_session ON messages (scope_id, session_key, rowid);
+    UPDATE messages SET context = COALESCE((
+        SELECT substr(prev.content, -300) FROM messages AS prev
+        WHERE prev.scope_id = messages.scope_id AND prev.session_key = messages.session_key
+            AND prev.rowid < messages.rowid
+        ORDER BY prev.rowid DESC LIMIT 1), '');
+    UPDATE messages SET vector = NULL, embedder = NULL WHERE context != '';
+    """,
 )
-"""Append-only schema migrations; `PRAGMA user_version` is the number applied.
+"""Append-only schema migrations; `PRAGMA user_version` is the number applied."""
 
-Every migration so far only adds tables or indexes, so a read-only open accepts any schema from
-1 up to the current one without migrating."""
+_CONTEXT_SCHEMA: Final = 3
+"""Schema from which messages have a context column; a read-only open of an older store (it
+cannot migrate) reads them without context."""
+
+L0_CONTEXT_CHARS: Final = 300
+"""Code points of the previous message of a session kept as a message's context (its end)."""
 
 _OUR_TABLES: Final = frozenset({"scopes", "memories", "messages", "tombstones"})
 _TABLE: Final[dict[Layer, str]] = {"l1": "memories", "l0": "messages"}
@@ -129,6 +146,11 @@ _MEMORY_COLS: Final = (
     "timestamp, session_key, source_message_ids, created_at, updated_at"
 )
 _MESSAGE_COLS: Final = "rowid, id, role, content, session_key, session_id, recorded_at"
+_EMBEDDED_TEXT: Final[dict[Layer, str]] = {
+    "l1": "content",
+    "l0": "(CASE WHEN context = '' THEN content ELSE context || char(10) || content END)",
+}
+"""SQL for the text a row is embedded (and keyword-indexed) from: a message with its context."""
 _MAX_VARIABLES: Final = 500
 """Bound parameters per `IN (...)` query (SQLite's limit is 32766 on recent builds)."""
 
@@ -161,6 +183,8 @@ class MessageRow:
     record: MessageRecord
     embedder: str | None
     vector: bytes | None
+    context: str = ""
+    """The end of the previous message of the session (indexed with the message)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +232,7 @@ class SqliteRecords:
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
         self._closed = False
+        self._schema = len(_MIGRATIONS)
         self._synchronous = "FULL" if synchronous == "full" else "NORMAL"
         try:
             if self.path is None:
@@ -224,6 +249,13 @@ class SqliteRecords:
             raise
 
     # -- opening ------------------------------------------------------------------------------
+
+    @property
+    def _context_column(self) -> str:
+        return "context" if self._schema >= _CONTEXT_SCHEMA else "''"
+
+    def _embedded_text(self, layer: Layer) -> str:
+        return _EMBEDDED_TEXT[layer] if self._schema >= _CONTEXT_SCHEMA else "content"
 
     def _connect(self, target: str, *, uri: bool) -> sqlite3.Connection:
         with self._guard("open"):
@@ -354,6 +386,7 @@ class SqliteRecords:
         if version == 0 and not migrate:
             msg = f"{self._where} holds no memory store yet; open it writable once to create it"
             raise StoreError(msg)
+        self._schema = int(version)
         return int(version)
 
     def _migrate(self) -> None:
@@ -369,6 +402,7 @@ class SqliteRecords:
                         if statement.strip():
                             tx.execute(statement)
                     tx.execute(f"PRAGMA user_version={number + 1}")
+            self._schema = len(_MIGRATIONS)
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -681,16 +715,28 @@ class SqliteRecords:
         *,
         busy_timeout_ms: int | None = None,
     ) -> int:
-        """Insert messages; ids already in the scope are skipped. Returns how many were new."""
+        """Insert messages; ids already in the scope are skipped. Returns how many were new.
+
+        Each new message records the end of the message before it in its session (from this
+        batch, else the last one stored) as its context.
+        """
         inserted = 0
         with self._write(busy_timeout_ms=busy_timeout_ms) as conn:
             gen = self._bump(conn, scope_id)
+            previous: dict[str, str] = {}
             for rec in records:
+                if rec.session_key not in previous:
+                    row = conn.execute(
+                        "SELECT content FROM messages WHERE scope_id = ? AND session_key = ? "
+                        "ORDER BY rowid DESC LIMIT 1",
+                        (scope_id, rec.session_key),
+                    ).fetchone()
+                    previous[rec.session_key] = str(row[0]) if row else ""
                 cur = conn.execute(
                     """
                     INSERT OR IGNORE INTO messages (scope_id, id, role, content, session_key,
-                        session_id, recorded_at, generation, embedder, vector)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)
+                        session_id, recorded_at, generation, embedder, vector, context)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)
                     """,
                     (
                         scope_id,
@@ -701,20 +747,26 @@ class SqliteRecords:
                         rec.session_id,
                         rec.recorded_at,
                         gen,
+                        previous[rec.session_key][-L0_CONTEXT_CHARS:],
                     ),
                 )
                 inserted += cur.rowcount
+                if cur.rowcount:
+                    previous[rec.session_key] = rec.content
         return inserted
 
     def message_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MessageRow]:
         """Messages of a scope written after `generation`, with their vectors."""
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT {_MESSAGE_COLS}, embedder, vector FROM messages "
+                f"SELECT {_MESSAGE_COLS}, {self._context_column}, embedder, vector FROM messages "
                 "WHERE scope_id = ? AND generation > ? ORDER BY rowid",
                 (scope_id, generation),
             ).fetchall()
-        return [MessageRow(int(r[0]), _message(r, scope), r[-2], r[-1]) for r in rows]
+        return [
+            MessageRow(int(r[0]), _message(r, scope), r[-2], r[-1], context=str(r[-3]))
+            for r in rows
+        ]
 
     def messages_by_rowid(
         self, scope_id: int, rowids: Sequence[int], scope: Scope
@@ -791,15 +843,16 @@ class SqliteRecords:
         Without `stale` only rows with no vector are listed (served by a partial index); with
         it, rows whose vector another embedder made are listed too (a table scan).
         """
+        text = self._embedded_text(layer)
         if stale:
             sql = (
-                f"SELECT rowid, content FROM {_TABLE[layer]} "
+                f"SELECT rowid, {text} FROM {_TABLE[layer]} "
                 "WHERE (vector IS NULL OR embedder IS NOT ?) AND rowid > ? ORDER BY rowid LIMIT ?"
             )
             params: tuple[object, ...] = (embedder, after, limit)
         else:
             sql = (
-                f"SELECT rowid, content FROM {_TABLE[layer]} "
+                f"SELECT rowid, {text} FROM {_TABLE[layer]} "
                 "WHERE vector IS NULL AND rowid > ? ORDER BY rowid LIMIT ?"
             )
             params = (after, limit)
@@ -841,7 +894,7 @@ class SqliteRecords:
                     continue
                 cur = conn.execute(
                     f"UPDATE {table} SET vector = ?, embedder = ?, generation = ? "
-                    "WHERE rowid = ? AND content = ?",
+                    f"WHERE rowid = ? AND {self._embedded_text(layer)} = ?",
                     (
                         np.asarray(vec, dtype=np.float32).tobytes(),
                         embedder,

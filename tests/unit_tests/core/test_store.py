@@ -383,3 +383,52 @@ def test_preload_builds_indexes_before_the_first_search(tmp_path: Path) -> None:
         mem.preload(user_id="u")
         assert mem.stats().indexed_scopes == 1
         assert mem.search_memories("preloaded fact", user_id="u")
+
+
+def test_conversation_search_finds_an_answer_through_the_turn_it_answers(
+    memory: TdaiMemory,
+) -> None:
+    memory.record_messages(
+        [
+            {"id": "q1", "role": "user", "content": "Which hotel should we book in Kyoto?"},
+            {"id": "a1", "role": "assistant", "content": "The Ryokan Sakura near Gion."},
+            {"id": "q2", "role": "user", "content": "And what about dinner?"},
+        ],
+        session_key="trip",
+        user_id="u",
+    )
+    memory.record_messages(
+        [{"id": "x1", "role": "user", "content": "Hotel prices in Osaka"}],
+        session_key="other",
+        user_id="u",
+    )
+    memory.flush()
+    hits = memory.search_conversations("hotel in Kyoto", user_id="u", min_score=0.2)
+    # the answer names neither word; it is found through the question it answers
+    assert {"Which hotel should we book in Kyoto?", "The Ryokan Sakura near Gion."} <= {
+        h.content for h in hits
+    }
+    # a message's context is its own session's previous message only
+    assert all(h.content != "And what about dinner?" for h in hits)
+    # the hit shows the message as it was said, without its context
+    assert all("\n" not in h.content for h in hits)
+
+
+def test_message_context_comes_from_the_same_session_across_calls(memory: TdaiMemory) -> None:
+    memory.record_messages(
+        [{"role": "user", "content": "Remind me: the wifi password is cedar-42"}],
+        session_key="s1",
+        user_id="u",
+    )
+    memory.record_messages(
+        [{"role": "user", "content": "unrelated small talk"}], session_key="s2", user_id="u"
+    )
+    memory.record_messages(
+        [{"role": "assistant", "content": "Noted, I will remember it."}],
+        session_key="s1",
+        user_id="u",
+    )
+    memory.flush()
+    hits = memory.search_conversations("wifi password", user_id="u", min_score=0.2)
+    assert "Noted, I will remember it." in {h.content for h in hits}
+    assert "unrelated small talk" not in {h.content for h in hits}

@@ -45,3 +45,35 @@ def test_a_schema_one_store_is_migrated_and_reembedded(tmp_path: Path) -> None:
     conn.close()
     assert version == len(_MIGRATIONS)
     assert {"memories_unembedded", "messages_unembedded"} <= indexes
+
+
+def test_messages_of_an_older_schema_get_their_context_and_a_new_vector(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    _schema_one_store(store)
+    conn = sqlite3.connect(store / DB_FILENAME, isolation_level=None)
+    vector = (np.ones(32, dtype=np.float32) / np.sqrt(32)).tobytes()
+    for rowid, (role, text) in enumerate(
+        [("user", "Which hotel in Kyoto?"), ("assistant", "The Ryokan Sakura.")], start=1
+    ):
+        conn.execute(
+            "INSERT INTO messages (scope_id, id, role, content, session_key, recorded_at, "
+            "generation, embedder, vector) VALUES (1, ?, ?, ?, 'trip', '2025-01-01T00:00:00Z', "
+            "1, 'hash-embeddings-v1-32', ?)",
+            (f"m{rowid}", role, text, vector),
+        )
+    conn.close()
+    with TdaiMemory.open(store, embeddings=None, read_only=True) as reader:  # no migration
+        assert [h.content for h in reader.search_conversations("Ryokan", user_id="u")] == [
+            "The Ryokan Sakura."
+        ]
+    with TdaiMemory.open(store, embeddings=HashEmbeddings(32)) as mem:
+        assert mem.flush(timeout=30)
+        hits = mem.search_conversations("hotel Kyoto", user_id="u", min_score=0.2)
+        assert "The Ryokan Sakura." in {h.content for h in hits}
+    conn = sqlite3.connect(store / DB_FILENAME)
+    rows = conn.execute(
+        "SELECT id, context, vector IS NOT NULL FROM messages ORDER BY id"
+    ).fetchall()
+    conn.close()
+    # the answer's context is the question before it; its old vector was replaced
+    assert rows == [("m1", "", 1), ("m2", "Which hotel in Kyoto?", 1)]
