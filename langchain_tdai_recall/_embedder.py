@@ -38,7 +38,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_tdai_recall._progress import Progress, progress
 from langchain_tdai_recall.errors import EmbeddingError, StoreClosedError, StoreError
 from langchain_tdai_recall.store._sqlite import Layer
-from langchain_tdai_recall.store.store import LAYERS, MemoryStore, PendingVector
+from langchain_tdai_recall.stores.base import LAYERS, BaseMemoryStore, PendingVector
 
 __all__ = ["VectorUpkeep", "check_vectors"]
 
@@ -129,7 +129,7 @@ class VectorUpkeep:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: BaseMemoryStore,
         embeddings: Embeddings,
         *,
         batch_size: int,

@@ -126,12 +126,16 @@ def check_optional_str(field: str, value: object) -> str | None:
     return value
 
 
-def check_store_path(path: object) -> Path | None:
+def check_store_path(path: object) -> Path | str | None:
     """Validate the `path` argument of `TdaiMemory.open`.
+
+    Returns:
+        `None` (in-memory), a directory `Path`, or a PostgreSQL URL as given (a `str` starting
+        with `postgresql://` or `postgres://`).
 
     Raises:
         ConfigError: For anything but `None`, a non-empty path string or an `os.PathLike`;
-            for a URL (`scheme://...`), since only local directories are supported yet.
+            for a URL of another scheme.
     """
     if path is None:
         return None
@@ -145,8 +149,8 @@ def check_store_path(path: object) -> Path | None:
         text = raw
     else:
         msg = (
-            f"path must be a directory path (str or os.PathLike) or None for an in-memory "
-            f"store, got {type(path).__name__} {path!r}"
+            f"path must be a directory path (str or os.PathLike), a postgresql:// URL, a store "
+            f"object or None for an in-memory store, got {type(path).__name__} {path!r}"
         )
         raise ConfigError(msg)
     if not text.strip():
@@ -157,16 +161,12 @@ def check_store_path(path: object) -> Path | None:
         raise ConfigError(msg)
     if _SCHEME_RE.match(text.strip()):
         scheme = text.strip().split("://", 1)[0].lower()
-        if scheme in ("postgres", "postgresql"):
-            msg = (
-                f"PostgreSQL stores are not supported yet (path {_redact(text)!r}); open a local "
-                "directory such as TdaiMemory.open('./memory') instead"
-            )
-        else:
-            msg = (
-                f"path {_redact(text)!r} is a URL; only local directories are supported, e.g. "
-                "TdaiMemory.open('./memory')"
-            )
+        if scheme in ("postgres", "postgresql") and isinstance(path, str):
+            return text.strip()
+        msg = (
+            f"path {_redact(text)!r} is a URL of an unsupported kind; pass a local directory "
+            "such as './memory' or a postgresql:// URL"
+        )
         raise ConfigError(msg)
     if _SURROGATE_RE.search(text) or "\x00" in text:
         msg = f"path {text!r} contains characters no file system accepts"

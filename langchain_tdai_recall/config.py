@@ -337,6 +337,12 @@ class StoreConfig(_ConfigModel):
     (word segmentation, needs the `zh` extra). English is word-tokenised either way."""
     synchronous: Literal["normal", "full"] = "normal"
     """SQLite durability: `normal` survives a killed process; `full` also a power cut."""
+    timeout_ms: int = Field(default=5000, ge=100, le=600_000)
+    """Longest time one call to a database server (PostgreSQL) may take: waiting for a pooled
+    connection, the statement, a lock held by another writer, a server that stopped answering.
+    Past it the call fails with `StoreError` (recall injects nothing and logs a warning)."""
+    pool_size: int = Field(default=8, ge=1, le=100)
+    """Most connections one process opens to a database server (PostgreSQL)."""
 
 
 class TdaiConfig(_ConfigModel):

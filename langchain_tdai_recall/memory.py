@@ -1,8 +1,9 @@
 """`TdaiMemory`: the public facade over the store, the recall engine and the integrations.
 
-The facade validates every call (`_records`), resolves its scope, and delegates: storage to
-`store.MemoryStore`, ranking to `recall`, vector upkeep to `_embedder.VectorUpkeep` and the
-capture of finished turns to `_writer.TurnWriter`. It holds a lifecycle state that every public
+The facade validates every call (`_records`), resolves its scope, and delegates: storage to a
+backend (`stores.base.BaseMemoryStore`: a local directory, or PostgreSQL), ranking to `recall`,
+vector upkeep to `_embedder.VectorUpkeep` and the capture of finished turns to
+`_writer.TurnWriter`. It holds a lifecycle state that every public
 call checks: after `close()` each of them raises `StoreClosedError`.
 
 Writes never wait for the embedder: they are durable and keyword-searchable when they return,
@@ -48,6 +49,7 @@ from langchain_tdai_recall.errors import ConfigError, StoreClosedError
 from langchain_tdai_recall.recall.engine import RecallEngine, RecallRequest
 from langchain_tdai_recall.recall.search import RankedHit, Searcher
 from langchain_tdai_recall.store.store import MemoryStore
+from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.text.clean import clean_query, content_text
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 from langchain_tdai_recall.types import (
@@ -91,7 +93,7 @@ _MAX_CLOSE_TIMEOUT_S: Final = 3600.0
 def _shutdown(
     writer: TurnWriter,
     upkeep: VectorUpkeep | None,
-    store: MemoryStore,
+    store: BaseMemoryStore,
     pools: tuple[DaemonExecutor, ...],
     timeout: float,
 ) -> None:
@@ -104,7 +106,7 @@ def _shutdown(
     try:
         writer.close(timeout)
         if upkeep is not None:
-            left = 0.0 if store.path is None else deadline - time.monotonic()
+            left = deadline - time.monotonic() if store.durable else 0.0
             upkeep.stop(max(left, 0.0))
     finally:
         for pool in pools:
@@ -113,7 +115,7 @@ def _shutdown(
 
 
 def _writer_callbacks(
-    memory: TdaiMemory, store: MemoryStore, upkeep: VectorUpkeep | None
+    memory: TdaiMemory, store: BaseMemoryStore, upkeep: VectorUpkeep | None
 ) -> tuple[Callable[[Scope, Sequence[MessageRecord], int], int], Callable[[Scope, str], None]]:
     """The background writer's write and after-write hook.
 
@@ -156,6 +158,52 @@ def _check_flag(field: str, value: object, *, optional: bool = False) -> None:
         raise ConfigError(msg)
 
 
+def _open_backend(
+    where: Path | str | BaseMemoryStore | None,
+    cfg: TdaiConfig,
+    *,
+    embedder_id: str | None,
+    read_only: bool,
+) -> BaseMemoryStore:
+    """The store backend for `TdaiMemory.open`'s `path`: a directory, a URL or a store object."""
+    tokenizer = get_tokenizer(cfg.store.tokenizer)
+    if isinstance(where, BaseMemoryStore):
+        if where.closed:
+            msg = f"the store object {where!r} is closed; pass an open one"
+            raise ConfigError(msg)
+        if read_only and not where.read_only:
+            msg = (
+                "read_only=True cannot apply to a store object opened for writing; create the "
+                "store object with read_only=True instead"
+            )
+            raise ConfigError(msg)
+        where.bind(tokenizer=tokenizer, embedder_id=embedder_id)
+        return where
+    if isinstance(where, str):
+        from langchain_tdai_recall.stores.postgres.store import (  # noqa: PLC0415 - the extra
+            PostgresMemoryStore,
+        )
+
+        return PostgresMemoryStore(
+            where,
+            timeout_ms=cfg.store.timeout_ms,
+            pool_size=cfg.store.pool_size,
+            read_only=read_only,
+            tokenizer=tokenizer,
+            embedder_id=embedder_id,
+        )
+    if read_only and where is None:
+        msg = "read_only=True needs a store directory; an in-memory store starts empty"
+        raise ConfigError(msg)
+    return MemoryStore(
+        where,
+        tokenizer=tokenizer,
+        embedder_id=embedder_id,
+        synchronous=cfg.store.synchronous,
+        read_only=read_only,
+    )
+
+
 class TdaiMemory:
     """Layered long-term memory with automatic recall for LangChain agents.
 
@@ -177,7 +225,7 @@ class TdaiMemory:
     def __init__(
         self,
         *,
-        store: MemoryStore,
+        store: BaseMemoryStore,
         embeddings: Embeddings | None,
         config: TdaiConfig,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT_S,
@@ -229,7 +277,7 @@ class TdaiMemory:
     @classmethod
     def open(
         cls,
-        path: str | os.PathLike[str] | None = None,
+        path: str | os.PathLike[str] | BaseMemoryStore | None = None,
         *,
         embeddings: EmbeddingsInput = "default",
         config: TdaiConfig | dict[str, Any] | str | os.PathLike[str] | None = None,
@@ -244,8 +292,11 @@ class TdaiMemory:
         background, and are keyword-searchable meanwhile.
 
         Args:
-            path: A directory for a durable store, or `None` for an in-memory store. URLs
-                (`postgresql://...`) are refused: only local directories are supported yet.
+            path: A directory for a durable local store; a `postgresql://` URL for a store in
+                PostgreSQL with pgvector (extra `postgres`; several application servers can
+                share it); a store object (`stores.BaseMemoryStore`, e.g. a
+                `PostgresMemoryStore` with its own pool settings), which this memory then owns
+                and closes; or `None` for an in-memory store.
             embeddings: `"default"` (the bundled offline embedder, loaded on first use), any
                 LangChain `Embeddings`, or `None` for keyword-only recall.
             config: A `TdaiConfig`, a dict (snake_case or upstream camelCase keys), or a path
@@ -260,29 +311,27 @@ class TdaiMemory:
 
         Raises:
             ConfigError: If an argument is invalid.
+            MissingDependencyError: For a `postgresql://` URL without the `postgres` extra.
             StoreReadOnlyError: If the store cannot be written and `read_only` is not set.
             StoreCorruptedError: If the database file is empty, damaged or not a memory store.
-            StoreError: If the directory cannot be opened for another reason.
+            StoreError: If the directory or the database cannot be opened for another reason
+                (the message names it, without any password).
         """
         from langchain_tdai_recall.embeddings import (  # noqa: PLC0415 - keeps import light
             embedder_identity,
             resolve_embeddings,
         )
 
-        where = check_store_path(path)
+        where = path if isinstance(path, BaseMemoryStore) else check_store_path(path)
         _check_flag("read_only", read_only)
         _check_flag("show_progress", show_progress, optional=True)
         timeout = _check_timeout("close_timeout", close_timeout)
         cfg = TdaiConfig.coerce(config)
         emb = resolve_embeddings(embeddings)
-        if read_only and where is None:
-            msg = "read_only=True needs a store directory; an in-memory store starts empty"
-            raise ConfigError(msg)
-        store = MemoryStore(
+        store = _open_backend(
             where,
-            tokenizer=get_tokenizer(cfg.store.tokenizer),
+            cfg,
             embedder_id=embedder_identity(emb) if emb is not None else None,
-            synchronous=cfg.store.synchronous,
             read_only=read_only,
         )
         try:
@@ -389,14 +438,19 @@ class TdaiMemory:
         await _in_thread(self.close)
 
     def __repr__(self) -> str:
-        where = str(self._store.path) if self._store.path else "in-memory"
+        where = self._store.location if self._store.durable else "in-memory"
         state = ", closed" if self._closed else (", read-only" if self.read_only else "")
         return f"TdaiMemory({where}, embedder={self._store.embedder_id!r}{state})"
 
     @property
     def path(self) -> Path | None:
-        """The store directory, or `None` for an in-memory store."""
+        """The store directory of a local store; `None` for an in-memory or a database store."""
         return self._store.path
+
+    @property
+    def location(self) -> str:
+        """Where the store lives: a directory, `:memory:`, or a database URL without password."""
+        return self._store.location
 
     # -- scopes -------------------------------------------------------------------------------
 
@@ -920,7 +974,7 @@ class TdaiMemory:
             has_any = one.memories or one.messages or one.scenes or one.has_persona
             per_scope = (one,) if has_any else ()
         return StoreStats(
-            path=str(store.path) if store.path else None,
+            path=store.location if store.durable else None,
             embedder=store.embedder_id,
             dimensions=store.vector_dimension(selected),
             tokenizer=store.tokenizer.identity,

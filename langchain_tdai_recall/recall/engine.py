@@ -28,7 +28,7 @@ from langchain_tdai_recall.recall.prompt import (
     truncation_suffix,
 )
 from langchain_tdai_recall.recall.search import Searcher
-from langchain_tdai_recall.store.store import MemoryStore, Scope
+from langchain_tdai_recall.stores.base import BaseMemoryStore, Scope
 from langchain_tdai_recall.text.budget import apply_budget
 from langchain_tdai_recall.text.clean import clean_query, content_text
 from langchain_tdai_recall.types import (
@@ -66,7 +66,7 @@ class RecallEngine:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: BaseMemoryStore,
         searcher: Searcher,
         config: TdaiConfig,
         *,

@@ -39,7 +39,7 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_tdai_recall.store._scope import LayerIndex
 from langchain_tdai_recall.store._sqlite import Layer
-from langchain_tdai_recall.store.store import MemoryStore
+from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.types import RecallStrategy, Scope, Strategy
 
 __all__ = [
@@ -115,7 +115,7 @@ class Searcher:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: BaseMemoryStore,
         embeddings: Embeddings | None,
         *,
         executor: Executor,

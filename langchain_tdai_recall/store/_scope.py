@@ -14,20 +14,20 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from langchain_tdai_recall.store._keyword import KeywordHits, KeywordIndex
-from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow, SqliteRecords
+from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow
 from langchain_tdai_recall.text.tokenize import Query, Tokenizer
 from langchain_tdai_recall.types import Scope
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.store._vectors import VectorIndex
 
-__all__ = ["LayerIndex", "RowMeta"]
+__all__ = ["LayerIndex", "RowMeta", "RowSource"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,31 @@ _EMPTY_IDS: Final = np.empty(0, dtype=np.int64)
 TRACKED_PRIORITY: Final = 60
 """Memories at or above this priority are listed by `pinned_rows` (the lowest configurable
 `recall.pin_priority`)."""
+
+
+class RowSource(Protocol):
+    """Where a `LayerIndex` reads its rows: a backend's records, by scope and generation.
+
+    Every write bumps its scope's generation and stamps the rows it wrote; a deletion leaves a
+    tombstone. A generation read first and the rows read after it must include every write up to
+    that generation (later ones may show up too: applying a row twice is harmless).
+    """
+
+    def generation(self, scope_id: int) -> int:
+        """Current generation of a scope (0 before its first write)."""
+        ...
+
+    def tombstones_since(self, scope_id: int, layer: Layer, generation: int) -> list[int]:
+        """Row references deleted from a scope's layer after `generation`."""
+        ...
+
+    def memory_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MemoryRow]:
+        """L1 rows of a scope written after `generation`, with their vectors, by reference."""
+        ...
+
+    def message_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MessageRow]:
+        """L0 rows of a scope written after `generation`, with their vectors, by reference."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +103,7 @@ class LayerIndex:
 
     def __init__(
         self,
-        db: SqliteRecords,
+        db: RowSource,
         scope_id: int,
         scope: Scope,
         layer: Layer,

@@ -1,10 +1,9 @@
 """The memory store: durable records, documents and derived indexes behind one object.
 
-`MemoryStore` is everything above it needs from storage, in scoped calls that take a `Scope`
-and never expose SQL: L1 and L0 writes and reads, search support (per-scope indexes, rows by
-reference), persona and scene documents, counts, and the upkeep of vectors (rows waiting for a
-vector, storing vectors). It is the shape of the backend interface a second backend will
-implement; today it is backed by SQLite, Markdown files and in-memory indexes.
+`MemoryStore` is the local backend of `stores.base.BaseMemoryStore`: scoped calls that take a
+`Scope` and never expose SQL (L1 and L0 writes and reads, search support, persona and scene
+documents, counts, and the upkeep of vectors), backed by SQLite, Markdown files and in-memory
+indexes. `path=None` keeps everything in one process's memory.
 
 Opening checks the directory up front and raises the package's errors with the path and the fix:
 `StoreReadOnlyError` for a directory or file that cannot be written (use `read_only=True` to
@@ -34,13 +33,12 @@ from langchain_tdai_recall.errors import (
 from langchain_tdai_recall.store._documents import DocumentStore, FileDocuments, InMemoryDocuments
 from langchain_tdai_recall.store._scope import LayerIndex
 from langchain_tdai_recall.store._sqlite import Layer, PendingVector, SqliteRecords
+from langchain_tdai_recall.stores.base import LAYERS, BaseMemoryStore, Ref
 from langchain_tdai_recall.text.tokenize import Tokenizer
 from langchain_tdai_recall.types import (
     MemoryRecord,
     MemoryType,
     MessageRecord,
-    SceneBlock,
-    SceneInfo,
     Scope,
     ScopeStats,
 )
@@ -48,12 +46,6 @@ from langchain_tdai_recall.types import (
 __all__ = ["LAYERS", "MemoryStore", "PendingVector", "Ref", "Scope"]
 
 logger = logging.getLogger(__name__)
-
-Ref = int
-"""Opaque reference of a stored row within its layer, as search hits carry it."""
-
-LAYERS: tuple[Layer, ...] = ("l1", "l0")
-"""The record layers: L1 memories and L0 messages."""
 
 
 def _prepare_directory(path: Path, *, read_only: bool) -> Path:
@@ -89,7 +81,7 @@ def _prepare_directory(path: Path, *, read_only: bool) -> Path:
     return path
 
 
-class MemoryStore:
+class MemoryStore(BaseMemoryStore):
     """SQLite records + Markdown documents + per-scope keyword/vector indexes.
 
     `path=None` keeps everything in memory (SQLite `:memory:` and dictionaries) through the very
@@ -107,8 +99,8 @@ class MemoryStore:
         self,
         path: Path | None,
         *,
-        tokenizer: Tokenizer,
-        embedder_id: str | None,
+        tokenizer: Tokenizer | None = None,
+        embedder_id: str | None = None,
         synchronous: str = "normal",
         read_only: bool = False,
     ) -> None:
@@ -117,10 +109,8 @@ class MemoryStore:
             raise StoreError(msg)
         if path is not None:
             path = _prepare_directory(path, read_only=read_only)
+        super().__init__(tokenizer=tokenizer, embedder_id=embedder_id, read_only=read_only)
         self.path = path
-        self.read_only = read_only
-        self.tokenizer = tokenizer
-        self.embedder_id = embedder_id
         self._db = SqliteRecords(path, synchronous=synchronous, read_only=read_only)
         try:
             self.documents: DocumentStore = (
@@ -133,14 +123,23 @@ class MemoryStore:
             raise
         self._indexes: dict[tuple[int, Layer], LayerIndex] = {}
         self._lock = threading.Lock()
-        self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     @property
-    def closed(self) -> bool:
-        """Whether `close()` was called."""
-        return self._closed
+    def location(self) -> str:
+        """The store directory, or `:memory:`."""
+        return str(self.path) if self.path is not None else ":memory:"
+
+    @property
+    def durable(self) -> bool:
+        """A directory store is durable and shared; an in-memory one is neither."""
+        return self.path is not None
+
+    def schema_version(self) -> int:
+        """Number of SQLite schema migrations applied."""
+        self._check_open()
+        return self._db._schema
 
     def close(self) -> None:
         """Release the database and drop the in-memory indexes (idempotent)."""
@@ -164,6 +163,14 @@ class MemoryStore:
             raise StoreReadOnlyError(msg)
 
     def _scope_id(self, scope: Scope, *, create: bool = False) -> int | None:
+        return self._db.scope_id(scope, create=create)
+
+    def scope_id(self, scope: Scope, *, create: bool = False) -> int | None:
+        """The scope's key in this store (created when `create`)."""
+        if create:
+            self._check_writable()
+        else:
+            self._check_open()
         return self._db.scope_id(scope, create=create)
 
     # -- scopes and counts --------------------------------------------------------------------
@@ -287,45 +294,6 @@ class MemoryStore:
         if scope_id is None or not refs:
             return {}
         return self._db.messages_by_rowid(scope_id, refs, scope)
-
-    # -- L2 / L3 documents --------------------------------------------------------------------
-
-    def get_persona(self, scope: Scope) -> str | None:
-        """The scope's persona, or `None`."""
-        self._check_open()
-        return self.documents.get_persona(scope)
-
-    def set_persona(self, scope: Scope, text: str | None) -> None:
-        """Replace the scope's persona; `None` or blank text deletes it."""
-        self._check_writable()
-        self.documents.set_persona(scope, text)
-
-    def list_scenes(self, scope: Scope) -> list[SceneInfo]:
-        """The scope's scenes, highest heat first."""
-        self._check_open()
-        return self.documents.list_scenes(scope)
-
-    def read_scene(self, scope: Scope, name: str) -> SceneBlock | None:
-        """One scene by name, or `None`; raises `ConfigError` for anything but a plain name."""
-        self._check_open()
-        return self.documents.read_scene(scope, name)
-
-    def upsert_scene(
-        self, scope: Scope, title: str, *, summary: str, body: str, heat: int | None
-    ) -> SceneInfo:
-        """Create or rewrite a scene; returns its metadata."""
-        self._check_writable()
-        return self.documents.upsert_scene(scope, title, summary=summary, body=body, heat=heat)
-
-    def delete_scene(self, scope: Scope, name: str) -> bool:
-        """Delete a scene; returns whether it existed."""
-        self._check_writable()
-        return self.documents.delete_scene(scope, name)
-
-    def stable_context(self, scope: Scope) -> tuple[str | None, list[SceneInfo]]:
-        """The persona and scenes that recall puts in the system prompt."""
-        self._check_open()
-        return self.documents.stable_context(scope)
 
     # -- search support -----------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from langchain_tdai_recall import (
     ConfigError,
     ScopeError,
     StoreClosedError,
+    StoreError,
     TdaiMemory,
 )
 from langchain_tdai_recall.testing import HashEmbeddings
@@ -221,24 +222,28 @@ def test_open_refuses_an_empty_path_instead_of_using_the_current_directory(
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize(
-    "url",
-    [
-        "postgresql://tdai:s3cret@db.example.com:5432/memory",
-        "postgres://localhost/memory",
-        "sqlite:///tmp/x.db",
-    ],
-)
+@pytest.mark.parametrize("url", ["sqlite:///tmp/x.db", "https://example.com/memory"])
 def test_urls_are_refused_instead_of_becoming_local_folders(
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError, match="postgresql://"):
         TdaiMemory.open(url, embeddings=None)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_postgres_urls_open_the_database_not_a_local_folder(
+    scheme: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PostgreSQL URL is a database: an unreachable one fails with its password hidden."""
+    monkeypatch.chdir(tmp_path)
+    url = f"{scheme}://tdai:s3cret@/memory?host={tmp_path / 'no-server'}"
+    with pytest.raises(StoreError) as info:
+        TdaiMemory.open(url, embeddings=None, config={"store": {"timeout_ms": 500}})
     message = str(info.value)
     assert "s3cret" not in message
-    if url.startswith("postgres"):
-        assert "PostgreSQL" in message and "not supported yet" in message
+    assert "PostgreSQL" in message and "tdai@" in message
     assert list(tmp_path.iterdir()) == []
 
 

@@ -1,0 +1,460 @@
+"""The storage backend interface: what `TdaiMemory` needs from a store, and nothing more.
+
+`BaseMemoryStore` is an ABC in the manner of LangGraph's `BaseStore`: scoped, synchronous
+primitives that a backend implements, a few concrete helpers built on them, and `a*` async twins
+that run the synchronous method on a worker thread unless a backend overrides them. Nothing above
+this interface knows which database it talks to; `stores.conformance` is the whole contract.
+
+The interface, by part:
+
+- **Lifecycle**: `bind()` (the tokenizer and embedder the store serves; `TdaiMemory.open` calls
+  it), `close()`, `closed`, `read_only`, `location` (printable, credentials removed),
+  `schema_version()`.
+- **Scopes and generations**: every write bumps its scope's *generation* and stamps the rows it
+  touched; a deletion leaves a tombstone. `scope_id()` is a backend-local integer key of a scope
+  (stable for the life of the store); `scopes()`, `scope_stats()`.
+- **Writes and scoped reads**: L1 `put_memories`, `get_memory`, `delete_memories`,
+  `list_memories`; L0 `put_messages`. Search hits carry an opaque row reference (`Ref`), and
+  `memories_by_ref` / `messages_by_ref` read the records of a scope for them: another scope's
+  rows are never returned.
+- **Search legs**: `index(scope, layer)` returns the scope's up-to-date `LayerIndex`, the keyword
+  postings and vectors the ranking in `recall.search` reads. The index is derived, per process,
+  from the backend's *row source* (`generation`, `memory_rows_since`, `message_rows_since`,
+  `tombstones_since`; see `RowSource`), and catches up by generation before every search, so a
+  write made through another process (or another application server) is seen at the next call.
+- **Vector upkeep**: rows are written without a vector; `pending_vectors` / `set_vectors` are the
+  to-do list and the result of the background embedder, plus the counts and the dimension reset
+  it needs.
+- **Documents**: the L3 persona and the L2 scenes (`documents`, a `DocumentStore`, and the scoped
+  convenience methods over it).
+- **Stats**: `scope_stats`, `loaded_indexes`, `pending_vector_count`, `vector_dimension`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
+from langchain_tdai_recall.store._scope import LayerIndex, RowSource
+from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow, PendingVector
+from langchain_tdai_recall.text.tokenize import Tokenizer, get_tokenizer
+from langchain_tdai_recall.types import (
+    MemoryRecord,
+    MemoryType,
+    MessageRecord,
+    SceneBlock,
+    SceneInfo,
+    Scope,
+    ScopeStats,
+)
+
+if TYPE_CHECKING:
+    from langchain_tdai_recall.store._documents import DocumentStore
+
+__all__ = [
+    "LAYERS",
+    "BaseMemoryStore",
+    "DerivedIndexes",
+    "Layer",
+    "MemoryRow",
+    "MessageRow",
+    "PendingVector",
+    "Ref",
+    "RowSource",
+    "Scope",
+]
+
+Ref = int
+"""Opaque reference of a stored row within its layer, as search hits carry it."""
+
+LAYERS: tuple[Layer, ...] = ("l1", "l0")
+"""The record layers: L1 memories and L0 messages."""
+
+
+class DerivedIndexes:
+    """The per-process `LayerIndex` of each (scope, layer), built on first use. Thread-safe.
+
+    Shared by backends whose search legs run on derived in-process indexes fed from their row
+    source.
+    """
+
+    def __init__(self) -> None:
+        self._indexes: dict[tuple[int, Layer], LayerIndex] = {}
+        self._lock = threading.Lock()
+
+    def get(
+        self,
+        source: RowSource,
+        scope_id: int,
+        scope: Scope,
+        layer: Layer,
+        *,
+        tokenizer: Tokenizer,
+        embedder: str | None,
+    ) -> LayerIndex:
+        """The index of a scope's layer, caught up with every write so far."""
+        key = (scope_id, layer)
+        with self._lock:
+            index = self._indexes.get(key)
+            if index is None:
+                index = self._indexes[key] = LayerIndex(
+                    source, scope_id, scope, layer, tokenizer=tokenizer, embedder=embedder
+                )
+        index.refresh()
+        return index
+
+    def scopes(self) -> int:
+        """Number of scopes with an index in this process."""
+        with self._lock:
+            return len({scope_id for scope_id, _ in self._indexes})
+
+    def clear(self) -> None:
+        """Drop every index (they are rebuilt on next use)."""
+        with self._lock:
+            self._indexes.clear()
+
+
+class BaseMemoryStore(ABC):
+    """A memory store backend: scoped records, documents, derived search indexes.
+
+    Subclasses implement the abstract primitives; every method is thread-safe. Writes raise
+    `StoreReadOnlyError` on a read-only store and every call raises `StoreClosedError` after
+    `close()`; storage failures raise `StoreError` (or a subclass) naming where and what to do.
+
+    Args:
+        tokenizer: The keyword tokenizer (default: `bigram`); `bind()` may replace it.
+        embedder_id: Identity of the embedder whose vectors count (`None`: keyword only).
+        read_only: Serve reads only.
+    """
+
+    path: Path | None = None
+    """The store directory of a local store; `None` for other backends."""
+
+    def __init__(
+        self,
+        *,
+        tokenizer: Tokenizer | None = None,
+        embedder_id: str | None = None,
+        read_only: bool = False,
+    ) -> None:
+        self.tokenizer: Tokenizer = tokenizer or get_tokenizer("bigram")
+        self.embedder_id: str | None = embedder_id
+        self.read_only: bool = read_only
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def bind(self, *, tokenizer: Tokenizer, embedder_id: str | None) -> None:
+        """Set the tokenizer and embedder this store serves (before any search).
+
+        Raises:
+            ConfigError: If indexes were already built with other settings.
+        """
+        same = tokenizer.identity == self.tokenizer.identity and embedder_id == self.embedder_id
+        if not same and self.loaded_indexes():
+            msg = (
+                "this store already built indexes for another tokenizer or embedder; pass a "
+                "fresh store object to TdaiMemory.open"
+            )
+            raise ConfigError(msg)
+        self.tokenizer = tokenizer
+        self.embedder_id = embedder_id
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called."""
+        return self._closed
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections, files and indexes (idempotent); later calls raise."""
+
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the store lives, printable: a directory, `:memory:`, or a URL without secrets."""
+
+    @property
+    def durable(self) -> bool:
+        """Whether the data outlives this process and is shared by every handle on `location`.
+
+        Another handle, in this or another process, sees this one's writes. False only for a
+        store that lives in one process's memory.
+        """
+        return True
+
+    @abstractmethod
+    def schema_version(self) -> int:
+        """The schema version of the stored data (the number of migrations applied)."""
+
+    def _check_open(self) -> None:
+        if self._closed:
+            msg = "the memory store is closed; open a new one with TdaiMemory.open(...)"
+            raise StoreClosedError(msg)
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            msg = (
+                f"the memory store {self.location} was opened read-only "
+                "(read_only=True); open it without read_only=True to write"
+            )
+            raise StoreReadOnlyError(msg)
+
+    # -- scopes and counts --------------------------------------------------------------------
+
+    @abstractmethod
+    def scope_id(self, scope: Scope, *, create: bool = False) -> int | None:
+        """The backend's integer key of a scope; created when `create`, else `None` if unknown."""
+
+    @abstractmethod
+    def scopes(self) -> list[Scope]:
+        """Every scope that has ever held a memory or a message (an administrative call)."""
+
+    @abstractmethod
+    def scope_stats(self, scope: Scope) -> ScopeStats:
+        """Counts of one scope."""
+
+    @abstractmethod
+    def loaded_indexes(self) -> int:
+        """Number of scopes with derived indexes loaded in this process."""
+
+    # -- L1 memories --------------------------------------------------------------------------
+
+    @abstractmethod
+    def put_memories(self, scope: Scope, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        """Insert or update validated memories (by id within the scope) in one transaction.
+
+        Rows are written without vectors (an unchanged text keeps its vector) and are
+        keyword-searchable as soon as this returns; an update keeps `created_at`. Returns the
+        records as stored.
+        """
+
+    @abstractmethod
+    def get_memory(self, scope: Scope, memory_id: str) -> MemoryRecord | None:
+        """One memory of the scope by id, or `None`."""
+
+    @abstractmethod
+    def delete_memories(self, scope: Scope, memory_ids: Sequence[str]) -> int:
+        """Delete memories of the scope by id; returns how many existed."""
+
+    @abstractmethod
+    def list_memories(
+        self, scope: Scope, *, type: MemoryType | None, limit: int | None, offset: int
+    ) -> list[MemoryRecord]:
+        """Memories of the scope, oldest first (creation time, then id)."""
+
+    @abstractmethod
+    def memories_by_ref(self, scope: Scope, refs: Sequence[Ref]) -> dict[Ref, MemoryRecord]:
+        """Memories of the scope for search-hit references; other scopes' rows are never read."""
+
+    # -- L0 messages --------------------------------------------------------------------------
+
+    @abstractmethod
+    def put_messages(
+        self,
+        scope: Scope,
+        records: Sequence[MessageRecord],
+        *,
+        busy_timeout_ms: int | None = None,
+    ) -> int:
+        """Insert validated messages (ids already stored are skipped); returns how many were new.
+
+        Each new message keeps the end of the message before it in its session as its context
+        (searched with it). `busy_timeout_ms` bounds the wait for other writers; past it
+        `StoreWriteError` is raised and nothing is written.
+        """
+
+    @abstractmethod
+    def messages_by_ref(self, scope: Scope, refs: Sequence[Ref]) -> dict[Ref, MessageRecord]:
+        """Messages of the scope for search-hit references."""
+
+    # -- search legs --------------------------------------------------------------------------
+
+    @abstractmethod
+    def index(self, scope: Scope, layer: Layer) -> LayerIndex | None:
+        """The up-to-date index of a scope's layer, or `None` when the scope has no records."""
+
+    # -- vector upkeep ------------------------------------------------------------------------
+
+    @abstractmethod
+    def pending_vectors(
+        self, layer: Layer, *, after: Ref, limit: int, stale: bool
+    ) -> list[PendingVector]:
+        """Rows of a layer after `after` (in reference order) that need a current vector.
+
+        Without `stale`, only rows that have no vector; with it, also rows whose vector another
+        embedder made.
+        """
+
+    @abstractmethod
+    def set_vectors(
+        self, layer: Layer, items: Sequence[PendingVector], vectors: npt.NDArray[np.float32]
+    ) -> int:
+        """Store vectors for pending rows still holding the same text; returns rows updated."""
+
+    @abstractmethod
+    def pending_vector_count(self, scope: Scope | None = None) -> int:
+        """Rows of both layers (in `scope`, or anywhere) still waiting for a current vector."""
+
+    @abstractmethod
+    def count_foreign_vectors(self) -> int:
+        """Rows whose stored vector another embedder made."""
+
+    @abstractmethod
+    def count_missing_vectors(self) -> int:
+        """Rows that have no vector at all."""
+
+    @abstractmethod
+    def vector_dimension(self, scope: Scope | None = None) -> int | None:
+        """Dimension of the current embedder's stored vectors (in `scope`, or anywhere)."""
+
+    @abstractmethod
+    def drop_vectors_of_other_dimension(self, dimension: int) -> int:
+        """Reset the current embedder's vectors whose dimension is not `dimension`."""
+
+    # -- L2 / L3 documents --------------------------------------------------------------------
+
+    documents: DocumentStore
+    """The persona and scene storage of every scope (set by the subclass)."""
+
+    def get_persona(self, scope: Scope) -> str | None:
+        """The scope's persona, or `None`."""
+        self._check_open()
+        return self.documents.get_persona(scope)
+
+    def set_persona(self, scope: Scope, text: str | None) -> None:
+        """Replace the scope's persona; `None` or blank text deletes it."""
+        self._check_writable()
+        self.documents.set_persona(scope, text)
+
+    def list_scenes(self, scope: Scope) -> list[SceneInfo]:
+        """The scope's scenes, highest heat first."""
+        self._check_open()
+        return self.documents.list_scenes(scope)
+
+    def read_scene(self, scope: Scope, name: str) -> SceneBlock | None:
+        """One scene by name, or `None`; raises `ConfigError` for anything but a plain name."""
+        self._check_open()
+        return self.documents.read_scene(scope, name)
+
+    def upsert_scene(
+        self, scope: Scope, title: str, *, summary: str, body: str, heat: int | None
+    ) -> SceneInfo:
+        """Create or rewrite a scene; returns its metadata."""
+        self._check_writable()
+        return self.documents.upsert_scene(scope, title, summary=summary, body=body, heat=heat)
+
+    def delete_scene(self, scope: Scope, name: str) -> bool:
+        """Delete a scene; returns whether it existed."""
+        self._check_writable()
+        return self.documents.delete_scene(scope, name)
+
+    def stable_context(self, scope: Scope) -> tuple[str | None, list[SceneInfo]]:
+        """The persona and scenes that recall puts in the system prompt."""
+        self._check_open()
+        return self.documents.stable_context(scope)
+
+    # -- async twins (a worker thread unless a backend overrides them) --------------------------
+
+    async def aput_memories(
+        self, scope: Scope, records: Sequence[MemoryRecord]
+    ) -> list[MemoryRecord]:
+        """Async version of `put_memories`."""
+        return await asyncio.to_thread(self.put_memories, scope, records)
+
+    async def aget_memory(self, scope: Scope, memory_id: str) -> MemoryRecord | None:
+        """Async version of `get_memory`."""
+        return await asyncio.to_thread(self.get_memory, scope, memory_id)
+
+    async def adelete_memories(self, scope: Scope, memory_ids: Sequence[str]) -> int:
+        """Async version of `delete_memories`."""
+        return await asyncio.to_thread(self.delete_memories, scope, memory_ids)
+
+    async def alist_memories(
+        self, scope: Scope, *, type: MemoryType | None, limit: int | None, offset: int
+    ) -> list[MemoryRecord]:
+        """Async version of `list_memories`."""
+        return await asyncio.to_thread(
+            self.list_memories, scope, type=type, limit=limit, offset=offset
+        )
+
+    async def amemories_by_ref(self, scope: Scope, refs: Sequence[Ref]) -> dict[Ref, MemoryRecord]:
+        """Async version of `memories_by_ref`."""
+        return await asyncio.to_thread(self.memories_by_ref, scope, refs)
+
+    async def aput_messages(
+        self,
+        scope: Scope,
+        records: Sequence[MessageRecord],
+        *,
+        busy_timeout_ms: int | None = None,
+    ) -> int:
+        """Async version of `put_messages`."""
+        return await asyncio.to_thread(
+            self.put_messages, scope, records, busy_timeout_ms=busy_timeout_ms
+        )
+
+    async def amessages_by_ref(self, scope: Scope, refs: Sequence[Ref]) -> dict[Ref, MessageRecord]:
+        """Async version of `messages_by_ref`."""
+        return await asyncio.to_thread(self.messages_by_ref, scope, refs)
+
+    async def aindex(self, scope: Scope, layer: Layer) -> LayerIndex | None:
+        """Async version of `index`."""
+        return await asyncio.to_thread(self.index, scope, layer)
+
+    async def ascopes(self) -> list[Scope]:
+        """Async version of `scopes`."""
+        return await asyncio.to_thread(self.scopes)
+
+    async def ascope_stats(self, scope: Scope) -> ScopeStats:
+        """Async version of `scope_stats`."""
+        return await asyncio.to_thread(self.scope_stats, scope)
+
+    async def aget_persona(self, scope: Scope) -> str | None:
+        """Async version of `get_persona`."""
+        return await asyncio.to_thread(self.get_persona, scope)
+
+    async def aset_persona(self, scope: Scope, text: str | None) -> None:
+        """Async version of `set_persona`."""
+        await asyncio.to_thread(self.set_persona, scope, text)
+
+    async def alist_scenes(self, scope: Scope) -> list[SceneInfo]:
+        """Async version of `list_scenes`."""
+        return await asyncio.to_thread(self.list_scenes, scope)
+
+    async def aread_scene(self, scope: Scope, name: str) -> SceneBlock | None:
+        """Async version of `read_scene`."""
+        return await asyncio.to_thread(self.read_scene, scope, name)
+
+    async def aupsert_scene(
+        self, scope: Scope, title: str, *, summary: str, body: str, heat: int | None
+    ) -> SceneInfo:
+        """Async version of `upsert_scene`."""
+        return await asyncio.to_thread(
+            self.upsert_scene, scope, title, summary=summary, body=body, heat=heat
+        )
+
+    async def adelete_scene(self, scope: Scope, name: str) -> bool:
+        """Async version of `delete_scene`."""
+        return await asyncio.to_thread(self.delete_scene, scope, name)
+
+    async def astable_context(self, scope: Scope) -> tuple[str | None, list[SceneInfo]]:
+        """Async version of `stable_context`."""
+        return await asyncio.to_thread(self.stable_context, scope)
+
+    async def aclose(self) -> None:
+        """Async version of `close`."""
+        await asyncio.to_thread(self.close)
+
+    def __repr__(self) -> str:
+        state = ", closed" if self._closed else (", read-only" if self.read_only else "")
+        return f"{type(self).__name__}({self.location}{state})"

@@ -1,0 +1,537 @@
+"""The SQL of L1 memories, L0 messages, scopes, generations, tombstones and vectors.
+
+The same meaning as the local store's `SqliteRecords`, over PostgreSQL. Every write transaction
+starts by bumping its scope's generation (`UPDATE tdai_scopes ... RETURNING generation`), which
+locks the scope's row until the commit: writers of one scope are serialised and commit in
+generation order, so a reader that sees generation G also sees every row written up to G. This
+is what lets each application server keep its own derived search index and catch up by
+generation (`RowSource`). Transactions touching several scopes lock them in id order (no
+deadlocks).
+
+This class is also the `RowSource` of the derived indexes: `generation`, `memory_rows_since`,
+`message_rows_since` and `tombstones_since`. Vectors arrive as little-endian float32 bytes (the
+connection's `vector` loader), the form the index reads.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+
+from langchain_tdai_recall.store._sqlite import (
+    L0_CONTEXT_CHARS,
+    Layer,
+    MemoryRow,
+    MessageRow,
+    PendingVector,
+)
+from langchain_tdai_recall.stores.postgres._connection import Database
+from langchain_tdai_recall.types import MemoryRecord, MemoryType, MessageRecord, Scope
+
+__all__ = ["PostgresRecords", "pg_text"]
+
+_TABLE: Final[dict[Layer, str]] = {"l1": "tdai_memories", "l0": "tdai_messages"}
+_MEMORY_COLS: Final = (
+    "rowid, id, content, type, scene_name, priority, activity_start_time, activity_end_time, "
+    '"timestamp", session_key, source_message_ids, created_at, updated_at'
+)
+_MESSAGE_COLS: Final = "rowid, id, role, content, session_key, session_id, recorded_at"
+_EMBEDDED_TEXT: Final[dict[Layer, str]] = {
+    "l1": "content",
+    "l0": "(CASE WHEN context = '' THEN content ELSE context || E'\\n' || content END)",
+}
+"""SQL for the text a row is embedded from: a message with its context (as the local store)."""
+
+_UPSERT_MEMORY: Final = """
+    INSERT INTO tdai_memories (scope_id, id, content, type, scene_name, priority,
+        activity_start_time, activity_end_time, "timestamp", session_key, source_message_ids,
+        created_at, updated_at, generation)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (scope_id, id) DO UPDATE SET
+        embedder = CASE WHEN tdai_memories.content = excluded.content
+                   THEN tdai_memories.embedder END,
+        vector = CASE WHEN tdai_memories.content = excluded.content
+                 THEN tdai_memories.vector END,
+        content = excluded.content, type = excluded.type, scene_name = excluded.scene_name,
+        priority = excluded.priority, activity_start_time = excluded.activity_start_time,
+        activity_end_time = excluded.activity_end_time, "timestamp" = excluded."timestamp",
+        session_key = excluded.session_key, source_message_ids = excluded.source_message_ids,
+        updated_at = excluded.updated_at, generation = excluded.generation
+    RETURNING created_at
+"""
+
+
+def pg_text(text: str | None) -> str | None:
+    """Text as PostgreSQL can store it: NUL (U+0000), which `text` cannot hold, becomes U+FFFD."""
+    if text is None or "\x00" not in text:
+        return text
+    return text.replace("\x00", "\ufffd")
+
+
+def _agent_key(agent_id: str | None) -> str:
+    return agent_id or ""
+
+
+def bump(conn: psycopg.Connection[Any], scope_id: int) -> int:
+    """Advance a scope's generation inside the caller's transaction (locking the scope)."""
+    row = conn.execute(
+        "UPDATE tdai_scopes SET generation = generation + 1 WHERE scope_id = %s "
+        "RETURNING generation",
+        (scope_id,),
+    ).fetchone()
+    if row is None:  # pragma: no cover - scope ids come from this store
+        msg = f"unknown scope id {scope_id}"
+        raise LookupError(msg)
+    return int(row[0])
+
+
+class PostgresRecords:
+    """All record SQL of the PostgreSQL backend. Thread-safe (the pool serialises nothing)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._scope_cache: dict[tuple[str, str], int] = {}
+        self._cache_lock = threading.Lock()
+
+    # -- scopes ---------------------------------------------------------------------------------
+
+    def scope_id(self, scope: Scope, *, create: bool) -> int | None:
+        """The id of a scope; created on first write when `create`, else `None` if unknown."""
+        key = (pg_text(scope.user_id) or "", pg_text(_agent_key(scope.agent_id)) or "")
+        with self._cache_lock:
+            cached = self._scope_cache.get(key)
+        if cached is not None:
+            return cached
+        sql = "SELECT scope_id FROM tdai_scopes WHERE user_id = %s AND agent_id = %s"
+        if create:
+            with self.db.connection("create a scope") as conn:
+                row = conn.execute(
+                    "INSERT INTO tdai_scopes (user_id, agent_id) VALUES (%s, %s) "
+                    "ON CONFLICT (user_id, agent_id) DO NOTHING RETURNING scope_id",
+                    key,
+                ).fetchone()
+                if row is None:
+                    row = conn.execute(sql, key).fetchone()
+        else:
+            with self.db.connection("read a scope") as conn:
+                row = conn.execute(sql, key).fetchone()
+            if row is None:
+                return None
+        assert row is not None
+        with self._cache_lock:
+            self._scope_cache[key] = int(row[0])
+        return int(row[0])
+
+    def scopes(self) -> list[tuple[int, Scope]]:
+        """Every scope: (scope_id, scope)."""
+        with self.db.connection("list scopes") as conn:
+            rows = conn.execute(
+                "SELECT scope_id, user_id, agent_id FROM tdai_scopes ORDER BY user_id, agent_id"
+            ).fetchall()
+        return [(int(s), Scope(u, a or None)) for s, u, a in rows]
+
+    def generation(self, scope_id: int) -> int:
+        """Current generation of a scope (bumped by every write to it)."""
+        with self.db.connection("read a scope's generation") as conn:
+            row = conn.execute(
+                "SELECT generation FROM tdai_scopes WHERE scope_id = %s", (scope_id,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def count(self, layer: Layer, scope_id: int | None = None) -> int:
+        """Rows in a layer, for one scope or all."""
+        table = _TABLE[layer]
+        with self.db.connection("count rows") as conn:
+            if scope_id is None:
+                row = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+            else:
+                row = conn.execute(
+                    f"SELECT COUNT(*) FROM {table} WHERE scope_id = %s", (scope_id,)
+                ).fetchone()
+        return int(row[0]) if row else 0
+
+    # -- L1 memories ----------------------------------------------------------------------------
+
+    def upsert_memories(self, scope_id: int, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        """Insert or update records (by id within the scope) in one transaction, in order.
+
+        An update keeps the original `created_at`, and keeps the row's vector when the content
+        did not change. Returns the records as stored.
+        """
+        with self.db.transaction("write memories") as conn:
+            gen = bump(conn, scope_id)
+            params = [
+                (
+                    scope_id,
+                    pg_text(rec.id),
+                    pg_text(rec.content),
+                    rec.type,
+                    pg_text(rec.scene_name),
+                    rec.priority,
+                    rec.activity_start_time,
+                    rec.activity_end_time,
+                    rec.timestamp,
+                    pg_text(rec.session_key),
+                    pg_text(json.dumps(list(rec.source_message_ids), ensure_ascii=False)),
+                    rec.created_at,
+                    rec.updated_at,
+                    gen,
+                )
+                for rec in records
+            ]
+            with conn.cursor() as cur:
+                cur.executemany(_UPSERT_MEMORY, params, returning=True)
+                created: list[str] = []
+                while True:
+                    row = cur.fetchone()
+                    created.append(str(row[0]) if row else "")
+                    if not cur.nextset():
+                        break
+        return [
+            rec if rec.created_at == when else replace(rec, created_at=when)
+            for rec, when in zip(records, created, strict=True)
+        ]
+
+    def get_memory(self, scope_id: int, memory_id: str, scope: Scope) -> MemoryRecord | None:
+        """One memory by id, or `None`."""
+        with self.db.connection("read a memory") as conn:
+            row = conn.execute(
+                f"SELECT {_MEMORY_COLS} FROM tdai_memories WHERE scope_id = %s AND id = %s",
+                (scope_id, pg_text(memory_id)),
+            ).fetchone()
+        return _memory(row, scope) if row else None
+
+    def delete_memories(self, scope_id: int, memory_ids: Sequence[str]) -> int:
+        """Delete by id; returns how many existed."""
+        with self.db.transaction("delete memories") as conn:
+            gen = bump(conn, scope_id)
+            rows = conn.execute(
+                "DELETE FROM tdai_memories WHERE scope_id = %s AND id = ANY(%s) RETURNING rowid",
+                (scope_id, [pg_text(m) for m in memory_ids]),
+            ).fetchall()
+            if rows:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO tdai_tombstones (scope_id, layer, row_ref, generation) "
+                        "VALUES (%s, 'l1', %s, %s)",
+                        [(scope_id, int(r[0]), gen) for r in rows],
+                    )
+        return len(rows)
+
+    def list_memories(
+        self,
+        scope_id: int,
+        scope: Scope,
+        *,
+        type: MemoryType | None,
+        limit: int | None,
+        offset: int,
+    ) -> list[MemoryRecord]:
+        """Memories of a scope, oldest first (stable order: creation, then id)."""
+        sql = f"SELECT {_MEMORY_COLS} FROM tdai_memories WHERE scope_id = %s"
+        params: list[object] = [scope_id]
+        if type is not None:
+            sql += " AND type = %s"
+            params.append(type)
+        sql += ' ORDER BY created_at COLLATE "C", id COLLATE "C" LIMIT %s OFFSET %s'
+        params += [limit, offset]
+        with self.db.connection("list memories") as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [_memory(r, scope) for r in rows]
+
+    def memory_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MemoryRow]:
+        """Rows of a scope written after `generation`, with their vectors."""
+        with self.db.connection("read memories to index") as conn, conn.cursor(binary=True) as cur:
+            rows = cur.execute(
+                f"SELECT {_MEMORY_COLS}, embedder, vector FROM tdai_memories "
+                "WHERE scope_id = %s AND generation > %s ORDER BY rowid",
+                (scope_id, generation),
+            ).fetchall()
+        return [MemoryRow(int(r[0]), _memory(r, scope), r[-2], r[-1]) for r in rows]
+
+    def memories_by_rowid(
+        self, scope_id: int, rowids: Sequence[int], scope: Scope
+    ) -> dict[int, MemoryRecord]:
+        """Records of the scope for the given row ids (missing or foreign ones are left out)."""
+        with self.db.connection("read memories") as conn:
+            rows = conn.execute(
+                f"SELECT {_MEMORY_COLS} FROM tdai_memories WHERE scope_id = %s AND rowid = ANY(%s)",
+                (scope_id, list(rowids)),
+            ).fetchall()
+        return {int(r[0]): _memory(r, scope) for r in rows}
+
+    # -- L0 messages ----------------------------------------------------------------------------
+
+    def insert_messages(self, scope_id: int, records: Sequence[MessageRecord]) -> int:
+        """Insert messages; ids already in the scope (or earlier in the batch) are skipped.
+
+        Each new message records the end of the message before it in its session (from this
+        batch, else the last one stored) as its context. Returns how many were new.
+        """
+        with self.db.transaction("write messages") as conn:
+            gen = bump(conn, scope_id)  # also locks the scope: the reads below stay true
+            ids = list(dict.fromkeys(pg_text(r.id) or "" for r in records))
+            existing = {
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT id FROM tdai_messages WHERE scope_id = %s AND id = ANY(%s)",
+                    (scope_id, ids),
+                )
+            }
+            previous: dict[str, str] = {}
+            params: list[tuple[object, ...]] = []
+            for rec in records:
+                mid = pg_text(rec.id) or ""
+                if mid in existing:
+                    continue
+                existing.add(mid)
+                session = pg_text(rec.session_key) or ""
+                if session not in previous:
+                    row = conn.execute(
+                        "SELECT content FROM tdai_messages WHERE scope_id = %s "
+                        "AND session_key = %s ORDER BY rowid DESC LIMIT 1",
+                        (scope_id, session),
+                    ).fetchone()
+                    previous[session] = str(row[0]) if row else ""
+                content = pg_text(rec.content) or ""
+                params.append(
+                    (
+                        scope_id,
+                        mid,
+                        rec.role,
+                        content,
+                        session,
+                        pg_text(rec.session_id),
+                        rec.recorded_at,
+                        previous[session][-L0_CONTEXT_CHARS:],
+                        gen,
+                    )
+                )
+                previous[session] = content
+            if params:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO tdai_messages (scope_id, id, role, content, session_key, "
+                        "session_id, recorded_at, context, generation) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                        params,
+                    )
+        return len(params)
+
+    def message_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MessageRow]:
+        """Messages of a scope written after `generation`, with their vectors."""
+        with self.db.connection("read messages to index") as conn, conn.cursor(binary=True) as cur:
+            rows = cur.execute(
+                f"SELECT {_MESSAGE_COLS}, context, embedder, vector FROM tdai_messages "
+                "WHERE scope_id = %s AND generation > %s ORDER BY rowid",
+                (scope_id, generation),
+            ).fetchall()
+        return [
+            MessageRow(int(r[0]), _message(r, scope), r[-2], r[-1], context=str(r[-3]))
+            for r in rows
+        ]
+
+    def messages_by_rowid(
+        self, scope_id: int, rowids: Sequence[int], scope: Scope
+    ) -> dict[int, MessageRecord]:
+        """Messages of the scope for the given row ids."""
+        with self.db.connection("read messages") as conn:
+            rows = conn.execute(
+                f"SELECT {_MESSAGE_COLS} FROM tdai_messages "
+                "WHERE scope_id = %s AND rowid = ANY(%s)",
+                (scope_id, list(rowids)),
+            ).fetchall()
+        return {int(r[0]): _message(r, scope) for r in rows}
+
+    # -- shared ---------------------------------------------------------------------------------
+
+    def tombstones_since(self, scope_id: int, layer: Layer, generation: int) -> list[int]:
+        """Row ids deleted from a scope's layer after `generation`."""
+        with self.db.connection("read deletions") as conn:
+            rows = conn.execute(
+                "SELECT row_ref FROM tdai_tombstones WHERE scope_id = %s AND layer = %s "
+                "AND generation > %s",
+                (scope_id, layer, generation),
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    # -- vector upkeep --------------------------------------------------------------------------
+
+    def count_pending_vectors(
+        self, layer: Layer, embedder: str, *, scope_id: int | None = None, stale: bool = True
+    ) -> int:
+        """Rows without a vector (and, with `stale`, rows whose vector is another embedder's)."""
+        where = "(vector IS NULL OR embedder IS DISTINCT FROM %s)" if stale else "vector IS NULL"
+        params: list[object] = [embedder] if stale else []
+        if scope_id is not None:
+            where += " AND scope_id = %s"
+            params.append(scope_id)
+        with self.db.connection("count rows waiting for vectors") as conn:
+            row = conn.execute(
+                f"SELECT COUNT(*) FROM {_TABLE[layer]} WHERE {where}", params
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def count_foreign_vectors(self, layer: Layer, embedder: str) -> int:
+        """Rows holding a vector made by another embedder."""
+        with self.db.connection("count vectors") as conn:
+            row = conn.execute(
+                f"SELECT COUNT(*) FROM {_TABLE[layer]} "
+                "WHERE vector IS NOT NULL AND embedder IS DISTINCT FROM %s",
+                (embedder,),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def pending_vectors(
+        self, layer: Layer, embedder: str, *, after: int, limit: int, stale: bool
+    ) -> list[PendingVector]:
+        """Rows after ref `after` that need a vector, in ref order."""
+        text = _EMBEDDED_TEXT[layer]
+        condition = (
+            "(vector IS NULL OR embedder IS DISTINCT FROM %s)" if stale else "vector IS NULL"
+        )
+        params: tuple[object, ...] = (embedder, after, limit) if stale else (after, limit)
+        with self.db.connection("read rows waiting for vectors") as conn:
+            rows = conn.execute(
+                f"SELECT rowid, {text} FROM {_TABLE[layer]} "
+                f"WHERE {condition} AND rowid > %s ORDER BY rowid LIMIT %s",
+                params,
+            ).fetchall()
+        return [PendingVector(int(r), str(t)) for r, t in rows]
+
+    def set_vectors(
+        self,
+        layer: Layer,
+        items: Sequence[PendingVector],
+        vectors: npt.NDArray[np.float32],
+        embedder: str,
+    ) -> int:
+        """Store vectors for pending rows whose text is still the embedded text.
+
+        A row updated or deleted since it was read is left alone. Returns rows updated.
+        """
+        if not items:
+            return 0
+        table = _TABLE[layer]
+        with self.db.transaction("store vectors") as conn:
+            scope_of = {
+                int(r): int(s)
+                for r, s in conn.execute(
+                    f"SELECT rowid, scope_id FROM {table} WHERE rowid = ANY(%s)",
+                    ([item.ref for item in items],),
+                )
+            }
+            gens = {s: bump(conn, s) for s in sorted(set(scope_of.values()))}
+            params = [
+                (
+                    np.ascontiguousarray(vec, dtype=np.float32),
+                    embedder,
+                    gens[scope_of[item.ref]],
+                    item.ref,
+                    item.text,
+                )
+                for item, vec in zip(items, vectors, strict=True)
+                if item.ref in scope_of
+            ]
+            with conn.cursor() as cur:
+                cur.executemany(
+                    f"UPDATE {table} SET vector = %s, embedder = %s, generation = %s "
+                    f"WHERE rowid = %s AND {_EMBEDDED_TEXT[layer]} = %s",
+                    params,
+                )
+                return max(cur.rowcount, 0)
+
+    def stored_dimension(self, embedder: str, scope_id: int | None = None) -> int | None:
+        """Dimension of the vectors `embedder` made (optionally in one scope), if any."""
+        with self.db.connection("read the vector dimension") as conn:
+            for table in _TABLE.values():
+                sql = (
+                    f"SELECT vector_dims(vector) FROM {table} "
+                    "WHERE embedder = %s AND vector IS NOT NULL"
+                )
+                params: list[object] = [embedder]
+                if scope_id is not None:
+                    sql += " AND scope_id = %s"
+                    params.append(scope_id)
+                row = conn.execute(sql + " LIMIT 1", params).fetchone()
+                if row is not None:
+                    return int(row[0])
+        return None
+
+    def drop_vectors(self, embedder: str, *, keep_dimension: int) -> int:
+        """Forget `embedder`'s vectors of another dimension; returns how many rows were reset."""
+        reset = 0
+        with self.db.transaction("reset vectors") as conn:
+            for table in _TABLE.values():
+                scope_ids = sorted(
+                    int(r[0])
+                    for r in conn.execute(
+                        f"SELECT DISTINCT scope_id FROM {table} "
+                        "WHERE embedder = %s AND vector_dims(vector) != %s",
+                        (embedder, keep_dimension),
+                    )
+                )
+                for scope_id in scope_ids:
+                    gen = bump(conn, scope_id)
+                    cur = conn.execute(
+                        f"UPDATE {table} SET vector = NULL, embedder = NULL, generation = %s "
+                        "WHERE scope_id = %s AND embedder = %s AND vector_dims(vector) != %s",
+                        (gen, scope_id, embedder, keep_dimension),
+                    )
+                    reset += max(cur.rowcount, 0)
+        return reset
+
+
+def _memory(row: Sequence[object], scope: Scope) -> MemoryRecord:
+    (
+        _,
+        mid,
+        content,
+        mtype,
+        scene,
+        priority,
+        start,
+        end,
+        ts,
+        session,
+        sources,
+        created,
+        updated,
+    ) = row[:13]
+    return MemoryRecord(
+        id=str(mid),
+        content=str(content),
+        type=mtype,  # type: ignore[arg-type]
+        scene_name=str(scene),
+        priority=int(priority),  # type: ignore[call-overload]
+        activity_start_time=start,  # type: ignore[arg-type]
+        activity_end_time=end,  # type: ignore[arg-type]
+        timestamp=ts,  # type: ignore[arg-type]
+        user_id=scope.user_id,
+        agent_id=scope.agent_id,
+        session_key=str(session),
+        source_message_ids=tuple(json.loads(str(sources))),
+        created_at=str(created),
+        updated_at=str(updated),
+    )
+
+
+def _message(row: Sequence[object], scope: Scope) -> MessageRecord:
+    _, mid, role, content, session_key, session_id, recorded_at = row[:7]
+    return MessageRecord(
+        id=str(mid),
+        role=str(role),
+        content=str(content),
+        session_key=str(session_key),
+        session_id=str(session_id),
+        recorded_at=str(recorded_at),
+        user_id=scope.user_id,
+        agent_id=scope.agent_id,
+    )
