@@ -11,8 +11,8 @@ Every call the backend makes runs on a pooled connection inside `Database.connec
   socket, so when a call passes its deadline the watchdog shuts the connection's socket down. The
   call fails at once with `StoreError` and the pool replaces the connection.
 
-A connection that waited idle in the pool is checked before use without a round trip: an idle
-connection has nothing to read unless the server closed it (a restart sends a termination
+A pooled connection is checked before each use without a round trip: an idle connection has
+nothing to read unless the server closed it (a restart sends a termination
 message or closes the socket), so a readable socket means a dead connection, which is discarded.
 
 Errors from psycopg are translated here, and only here, into the package's `StoreError` family.
@@ -66,8 +66,6 @@ _TRANSIENT: Final = (pg_errors.DiskFull, pg_errors.OutOfMemory, pg_errors.TooMan
 
 logger = logging.getLogger(__name__)
 
-_IDLE_CHECK_AFTER_S: Final = 1.0
-"""A connection idle longer than this is checked (without a round trip) before it is used."""
 _MIN_WAIT_S: Final = 0.05
 
 
@@ -256,7 +254,6 @@ class Database:
         self.timeout_s = timeout_s
         self._url = url
         self._closed = False
-        self._last_used: dict[int, float] = {}
         self._vector_type: TypeInfo | None = None
         self._watchdog = _Watchdog(f"tdai-pg-watchdog-{id(self):x}")
         timeout_ms = max(int(timeout_s * 1000), 1)
@@ -268,7 +265,9 @@ class Database:
                 url,
                 {
                     "statement_timeout": str(timeout_ms),
-                    "lock_timeout": str(timeout_ms),
+                    # shorter than the statement's, so that a wait for another writer is
+                    # reported as such (StoreWriteError: nothing written, retry)
+                    "lock_timeout": str(max(timeout_ms * 4 // 5, 1)),
                     "idle_in_transaction_session_timeout": str(max(timeout_ms * 4, 60_000)),
                 },
             ),
@@ -370,8 +369,7 @@ class Database:
             except PoolClosed as exc:
                 msg = "the memory store is closed; open a new one with TdaiMemory.open(...)"
                 raise StoreClosedError(msg) from exc
-            idle = time.monotonic() - self._last_used.get(id(conn), 0.0)
-            if idle > _IDLE_CHECK_AFTER_S and _looks_dead(conn):
+            if _looks_dead(conn):
                 logger.info("discarding a pooled PostgreSQL connection the server closed")
                 conn.close()
                 self._pool.putconn(conn)
@@ -387,9 +385,11 @@ class Database:
             msg = "the memory store is closed; open a new one with TdaiMemory.open(...)"
             raise StoreClosedError(msg)
         budget = self.timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + budget
-        conn = self._checkout(deadline, action)
-        alarm = self._watchdog.arm(conn, deadline)
+        started = time.monotonic()
+        conn = self._checkout(started + budget, action)
+        # the server's own statement and lock timeouts fire first (they keep the connection);
+        # the watchdog is for a server that cannot answer at all
+        alarm = self._watchdog.arm(conn, started + budget + min(max(budget / 4, 0.25), 2.0))
         fired = False
         try:
             try:
@@ -407,9 +407,6 @@ class Database:
                     with contextlib.suppress(psycopg.Error):
                         conn.execute("RESET statement_timeout")
         finally:
-            self._last_used[id(conn)] = time.monotonic()
-            if conn.broken or conn.closed:
-                self._last_used.pop(id(conn), None)
             self._pool.putconn(conn)
 
     @contextlib.contextmanager

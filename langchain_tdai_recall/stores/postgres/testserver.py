@@ -289,6 +289,32 @@ class TemporaryPostgres:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir = None
 
+    def restart(self) -> None:
+        """Restart the server (fast shutdown: open connections are terminated)."""
+        if self.data_dir is None:
+            msg = "the server is not running; call start() first"
+            raise TemporaryPostgresError(msg)
+        self._run(
+            "pg_ctl", "-D", str(self.data_dir / "data"), "-w", "-t", "60", "-m", "fast",
+            "-l", str(self.data_dir / "server.log"), "restart",
+        )  # fmt: skip
+
+    def processes(self) -> list[int]:
+        """Process ids of the server: the postmaster and its children (Linux only)."""
+        if self.data_dir is None:
+            return []
+        try:
+            main = int((self.data_dir / "data" / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return []
+        found = [main]
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == main:
+                    found.append(int(stat.parent.name))
+        return found
+
     def url(self, database: str = "postgres") -> str:
         """A `postgresql://` URL of the running server (unix socket, user `postgres`)."""
         if self.data_dir is None:
