@@ -62,6 +62,7 @@ __all__ = [
     "CONVERSATION_SEARCH_TOOL",
     "DEFAULT_SESSION_KEY",
     "MEMORY_SEARCH_TOOL",
+    "MEMORY_TOOL_NAMES",
     "READ_SCENE_TOOL",
     "TOOL_FAILED_MESSAGE",
     "TURN_EVENT",
@@ -110,6 +111,8 @@ MEMORY_SEARCH_TOOL: Final = "tdai_memory_search"
 CONVERSATION_SEARCH_TOOL: Final = "tdai_conversation_search"
 READ_SCENE_TOOL: Final = "tdai_read_scene"
 CAPPED_TOOL_NAMES: Final = frozenset({MEMORY_SEARCH_TOOL, CONVERSATION_SEARCH_TOOL})
+MEMORY_TOOL_NAMES: Final = frozenset({*CAPPED_TOOL_NAMES, READ_SCENE_TOOL})
+"""The tools the memory-tools guide describes."""
 """The tools that share the per-turn budget."""
 
 BUDGET_EXHAUSTED_MESSAGE: Final = (
@@ -478,8 +481,19 @@ def _recall_done(result: RecallResult | None, started: float) -> RecallOutcome:
     return RecallOutcome(result, elapsed, result.error if result is not None else None)
 
 
-def run_recall(memory: TdaiMemory, text: str, identity: TurnIdentity) -> RecallOutcome:
-    """Recall for one turn under the failure policy (a failure injects nothing)."""
+def run_recall(
+    memory: TdaiMemory,
+    text: str,
+    identity: TurnIdentity,
+    *,
+    system_prompt: str | None = None,
+    tools_guide: bool = True,
+) -> RecallOutcome:
+    """Recall for one turn under the failure policy (a failure injects nothing).
+
+    `system_prompt` is the app's own system prompt (the language signal of the system context);
+    `tools_guide` says whether the model has the memory tools.
+    """
     started = time.perf_counter()
     try:
         result = memory.recall(
@@ -487,13 +501,22 @@ def run_recall(memory: TdaiMemory, text: str, identity: TurnIdentity) -> RecallO
             user_id=identity.scope.user_id,
             agent_id=identity.scope.agent_id,
             session_key=identity.session_key,
+            system_prompt=system_prompt,
+            tools_guide=tools_guide,
         )
     except Exception as exc:  # recall must never break the agent (unless told to)
         return _recall_failed(memory, exc, started)
     return _recall_done(result, started)
 
 
-async def arun_recall(memory: TdaiMemory, text: str, identity: TurnIdentity) -> RecallOutcome:
+async def arun_recall(
+    memory: TdaiMemory,
+    text: str,
+    identity: TurnIdentity,
+    *,
+    system_prompt: str | None = None,
+    tools_guide: bool = True,
+) -> RecallOutcome:
     """Async version of `run_recall`."""
     started = time.perf_counter()
     try:
@@ -502,6 +525,8 @@ async def arun_recall(memory: TdaiMemory, text: str, identity: TurnIdentity) -> 
             user_id=identity.scope.user_id,
             agent_id=identity.scope.agent_id,
             session_key=identity.session_key,
+            system_prompt=system_prompt,
+            tools_guide=tools_guide,
         )
     except Exception as exc:
         return _recall_failed(memory, exc, started)

@@ -409,3 +409,28 @@ def test_search_rejects_bad_limits(memory: TdaiMemory) -> None:
     for bad in (0, 101, 2.5, True):
         with pytest.raises(ConfigError, match="limit"):
             memory.search_memories("x", limit=bad, user_id=USER)  # type: ignore[arg-type]
+
+
+async def test_concurrent_recalls_with_a_hung_embedder_all_degrade_to_keyword() -> None:
+    """Issue 8 #3: 16 concurrent recalls against an embedder that hangs must all come back
+    (keyword search, persona and scenes kept) within the recall timeout, none as `None`."""
+    hung = SlowEmbeddings(HashEmbeddings(64), delay_s=30, queries_only=True)
+    cfg = {"recall": {"timeoutMs": 5000}}
+    mem = TdaiMemory.open(None, embeddings=hung, config=cfg)
+    try:
+        seeded(mem)
+        mem.flush()
+        started = time.monotonic()
+        results = await asyncio.gather(
+            *(mem.arecall("trip to Japan in May", user_id=USER) for _ in range(16))
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        mem.close(timeout=1)
+    assert all(r is not None for r in results), sum(r is None for r in results)
+    assert elapsed < 5.0
+    for result in results:
+        assert result is not None
+        assert result.strategy == "keyword"
+        assert result.append_system_context and "A backend engineer" in result.append_system_context
+        assert any("Japan" in m.content for m in result.memories)
