@@ -849,8 +849,11 @@ class TurnMemory(TypedDict):
     """One recalled memory in a `TurnEvent`."""
 
     content: str
+    """The memory text."""
     score: float
+    """Relevance in [0, 1] (`RecalledMemory.score`): what the injection threshold compared."""
     type: str
+    """Memory type."""
 
 
 class TurnEvent(TypedDict):
@@ -863,7 +866,8 @@ class TurnEvent(TypedDict):
     session_key: str
     """Session the turn belongs to."""
     memories: list[TurnMemory]
-    """Injected L1 memories with their real fused scores, in order."""
+    """Memories injected in the memory block, best ranked first, with their relevance (memories
+    pinned into the system context are not repeated here)."""
     persona_injected: bool
     """Whether a persona was part of the injected system context."""
     strategy: str
