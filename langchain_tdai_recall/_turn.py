@@ -50,6 +50,7 @@ from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_eve
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall
 from typing_extensions import override
 
+from langchain_tdai_recall._records import check_id
 from langchain_tdai_recall.errors import ConfigError, ScopeError
 from langchain_tdai_recall.types import OnError, RecallResult, Scope
 
@@ -186,13 +187,15 @@ def _lookup(container: object, key: str) -> object:
 
 
 def _check_id(value: object, *, field: str, source: str) -> str:
-    if not isinstance(value, str) or not value.strip():
+    """`check_id` (the one id rule of the package), naming where a bad id came from."""
+    try:
+        return check_id(field, value)
+    except ScopeError as exc:
         msg = (
-            f"{field} from {source} must be a non-empty string, got {value!r}; pass the id of "
-            "the end user (or leave it out to use the store's default user)"
+            f"{exc} (from {source}); pass the id of the end user, or leave it out to use the "
+            "store's default user"
         )
-        raise ScopeError(msg)
-    return value
+        raise ScopeError(msg) from exc
 
 
 class ScopeResolver:
