@@ -68,6 +68,7 @@ from langchain_tdai_recall.types import (
 )
 
 if TYPE_CHECKING:
+    from langchain_core.documents import BaseDocumentCompressor
     from langchain_core.language_models import BaseChatModel
     from langchain_core.tools import BaseTool
 
@@ -230,6 +231,7 @@ class TdaiMemory:
         config: TdaiConfig,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT_S,
         show_progress: bool | None = None,
+        reranker: BaseDocumentCompressor | None = None,
     ) -> None:
         """Use `TdaiMemory.open(...)`; this constructor wires already-built parts."""
         self.config = config
@@ -248,7 +250,15 @@ class TdaiMemory:
             query_timeout_ms=config.embedding.query_timeout_ms,
             max_input_chars=config.embedding.max_input_chars,
         )
-        self._engine = RecallEngine(store, self._searcher, config, executor=self._recall_pool)
+        self._rerank_pool = DaemonExecutor(2, name="tdai-rerank")
+        self._engine = RecallEngine(
+            store,
+            self._searcher,
+            config,
+            executor=self._recall_pool,
+            reranker=reranker,
+            rerank_executor=self._rerank_pool,
+        )
         self._upkeep: VectorUpkeep | None = None
         if embeddings is not None and store.embedder_id is not None and not store.read_only:
             from langchain_tdai_recall._embedder import VectorUpkeep  # noqa: PLC0415
@@ -268,7 +278,7 @@ class TdaiMemory:
             self._writer,
             self._upkeep,
             store,
-            (self._recall_pool, self._embed_pool),
+            (self._recall_pool, self._embed_pool, self._rerank_pool),
             self._close_timeout,
         )
 
@@ -284,6 +294,7 @@ class TdaiMemory:
         show_progress: bool | None = None,
         read_only: bool = False,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT_S,
+        reranker: BaseDocumentCompressor | None = None,
     ) -> Self:
         """Open (creating on first use) a memory store.
 
@@ -308,6 +319,11 @@ class TdaiMemory:
                 directory this process cannot write); every write raises `StoreReadOnlyError`.
             close_timeout: Longest time in seconds `close()` waits for captured turns and
                 pending vectors (0..3600, default 5).
+            reranker: Any LangChain `BaseDocumentCompressor` (a cross-encoder, a hosted
+                reranker, an LLM) that reorders and selects recall's candidates within the
+                recall time budget; its selection replaces the relevance threshold, and when it
+                fails or times out recall falls back to the fused order with a warning. Recall
+                only: searches and tools are not reranked.
 
         Raises:
             ConfigError: If an argument is invalid.
@@ -334,6 +350,12 @@ class TdaiMemory:
             embedder_id=embedder_identity(emb) if emb is not None else None,
             read_only=read_only,
         )
+        if reranker is not None and not callable(getattr(reranker, "compress_documents", None)):
+            msg = (
+                "reranker must be a LangChain BaseDocumentCompressor (with compress_documents), "
+                f"got {type(reranker).__name__}"
+            )
+            raise ConfigError(msg)
         try:
             memory = cls(
                 store=store,
@@ -341,6 +363,7 @@ class TdaiMemory:
                 config=cfg,
                 close_timeout=timeout,
                 show_progress=show_progress,
+                reranker=reranker,
             )
         except BaseException:
             store.close()
@@ -394,7 +417,7 @@ class TdaiMemory:
                 return
             self._closed = True
         if self._finalizer.detach() is not None:  # not already run by garbage collection
-            pools = (self._recall_pool, self._embed_pool)
+            pools = (self._recall_pool, self._embed_pool, self._rerank_pool)
             _shutdown(self._writer, self._upkeep, self._store, pools, budget)
 
     def flush(self, *, timeout: float | None = None) -> bool:
@@ -1321,6 +1344,7 @@ class TdaiMemory:
         agent_id: str | None = None,
         session_key: str | None = None,
         require_user_id: bool = False,
+        tools_guide: bool = False,
     ) -> RecallRunnable:
         """A `Runnable` that injects recall into a prompt's messages (SPEC §5).
 
@@ -1330,6 +1354,8 @@ class TdaiMemory:
             agent_id: Agent when `configurable` names none.
             session_key: Session when `configurable` names none (else its `thread_id`).
             require_user_id: Raise `ScopeError` instead of falling back to the default user.
+            tools_guide: Write the memory-tools guide into the system context; only for a model
+                that has the memory tools (`wrap_model` decides this from `bind_tools`).
 
         Returns:
             A runnable from a `PromptValue`, a message list or a string to the injected messages.
@@ -1346,6 +1372,7 @@ class TdaiMemory:
             agent_id=agent_id,
             session_key=session_key,
             require_user_id=require_user_id,
+            tools_guide=tools_guide,
         )
 
     def wrap_model(
