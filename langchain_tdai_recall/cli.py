@@ -11,10 +11,12 @@ Usage (also `python -m langchain_tdai_recall ...`)::
     tdai-recall import-jsonl backup.jsonl              # re-imports an export losslessly
     tdai-recall import-upstream ~/.openclaw/memory-tdai
     tdai-recall stats
+    tdai-recall migrate --from ./tdai-store --to postgresql://app@db/memory   # resumable copy
     tdai-recall config defaults | config schema
 
-Common options (before or after the subcommand): `--store PATH` (default: `$TDAI_RECALL_STORE`,
-else `./tdai-store`; `:memory:` for a throw-away store), `--user`, `--agent`, `--config FILE`,
+Common options (before or after the subcommand): `--store PATH_OR_URL` (a directory or a
+`postgresql://` URL; default: `$TDAI_RECALL_STORE`, else `./tdai-store`; `:memory:` for a
+throw-away store), `--user`, `--agent`, `--config FILE`,
 `--embeddings default|none|hash`, `--json`, `--progress`/`--no-progress`, `-v`/`-q`.
 
 Only `add`, `import-jsonl`, `import-upstream` and `demo --store` create a store; every other
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 
     from langchain_tdai_recall._jsonl import Item
     from langchain_tdai_recall.memory import TdaiMemory
+    from langchain_tdai_recall.stores.base import BaseMemoryStore
     from langchain_tdai_recall.types import (
         ImportReport,
         MemoryHit,
@@ -111,10 +114,10 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     group = parser.add_argument_group("common options")
     group.add_argument(
         "--store",
-        metavar="PATH",
+        metavar="PATH_OR_URL",
         default=default(None),
-        help=f"store directory (default: ${STORE_ENV}, else ./{DEFAULT_STORE}); "
-        f"'{IN_MEMORY}' for a throw-away in-memory store",
+        help=f"store directory or postgresql:// URL (default: ${STORE_ENV}, else "
+        f"./{DEFAULT_STORE}); '{IN_MEMORY}' for a throw-away in-memory store",
     )
     group.add_argument(
         "--user", metavar="ID", default=default(None), help="user id (default: default_user)"
@@ -239,6 +242,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("stats", _cmd_stats, "counts per layer and scope, embedder and index sizes")
 
+    p = command(
+        "migrate",
+        _cmd_migrate,
+        "copy a whole store (memories with their vectors, messages, personas, scenes) into "
+        "another directory or a PostgreSQL database, or back; run it again to resume",
+    )
+    p.add_argument("--from", dest="source", required=True, metavar="PATH_OR_URL",
+                   help="the store to copy: a directory or a postgresql:// URL")  # fmt: skip
+    p.add_argument("--to", dest="target", required=True, metavar="PATH_OR_URL",
+                   help="where to copy it (created when missing)")  # fmt: skip
+    p.add_argument("--page", type=_page, default=500, help="rows per transaction (default 500)")
+
     p = command("config", _cmd_config, "print the default configuration or its JSON schema")
     p.add_argument("what", choices=("defaults", "schema"), help="'defaults' or 'schema'")
     p.add_argument(
@@ -292,6 +307,17 @@ def _count(value: str) -> int:
         number = -1
     if number < 0:
         msg = f"expected a non-negative integer, got {value!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return number
+
+
+def _page(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 10_000:
+        msg = f"page must be an integer in 1..10000, got {value!r}"
         raise argparse.ArgumentTypeError(msg)
     return number
 
@@ -401,11 +427,22 @@ def _setup_logging(level: int) -> logging.Handler:
 # Helpers
 
 
-def _store_path(args: argparse.Namespace) -> Path | None:
+def _store_path(args: argparse.Namespace) -> Path | str | None:
+    """The store of `--store`: a directory, a PostgreSQL URL, or `None` (in memory)."""
     raw = args.store or os.environ.get(STORE_ENV) or DEFAULT_STORE
+    return _location(raw)
+
+
+def _location(raw: str) -> Path | str | None:
     if raw == IN_MEMORY:
         return None
+    if _is_database_url(raw):
+        return raw.strip()
     return Path(raw).expanduser()
+
+
+def _is_database_url(raw: str) -> bool:
+    return raw.strip().lower().startswith(("postgresql://", "postgres://"))
 
 
 def _embeddings(name: str) -> Embeddings | Literal["default"] | None:
@@ -418,7 +455,7 @@ def _embeddings(name: str) -> Embeddings | Literal["default"] | None:
     return "default"
 
 
-def _open(args: argparse.Namespace, path: Path | None) -> TdaiMemory:
+def _open(args: argparse.Namespace, path: Path | str | None) -> TdaiMemory:
     """Open (creating on first use) the store at `path`; for commands that write."""
     from langchain_tdai_recall.memory import TdaiMemory  # noqa: PLC0415 - keeps --help fast
 
@@ -437,6 +474,13 @@ def _open_existing(args: argparse.Namespace) -> TdaiMemory:
         _UsageError: If the path does not exist or holds no memory store.
     """
     path = _store_path(args)
+    if isinstance(path, str):
+        from langchain_tdai_recall.stores.postgres.store import (  # noqa: PLC0415
+            PostgresMemoryStore,
+        )
+
+        PostgresMemoryStore(path, read_only=True).close()  # raises when it holds no store
+        return _open(args, path)
     if path is not None and not (path / DB_FILENAME).is_file():
         what = "does not exist" if not path.exists() else "holds no memory store"
         msg = (
@@ -723,6 +767,49 @@ def _cmd_stats(args: argparse.Namespace) -> int:
                 f"{s.messages:>7} {s.scenes:>4}  {'yes' if s.has_persona else '-'}"
             )
     return 0
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from langchain_tdai_recall.stores.migrate import copy_store  # noqa: PLC0415
+
+    source = _open_backend(args.source, read_only=True, what="--from")
+    try:
+        target = _open_backend(args.target, read_only=False, what="--to")
+        try:
+            report = copy_store(source, target, page=args.page, show_progress=args.progress)
+        finally:
+            target.close()
+    finally:
+        source.close()
+    if args.json:
+        _print_json({k: v for k, v in dataclasses.asdict(report).items() if k != "per_scope"})
+        return 0
+    print(f"copied {source.location} -> {target.location}")
+    print(
+        f"scopes: {report.scopes}   memories: {report.memories}   messages: {report.messages}   "
+        f"personas: {report.personas}   scenes: {report.scenes}   already there: {report.skipped}"
+    )
+    return 0
+
+
+def _open_backend(raw: str, *, read_only: bool, what: str) -> BaseMemoryStore:
+    """A store object for `migrate` (no embedder, no background work)."""
+    where = _location(raw)
+    if where is None:
+        msg = f"{what} needs a directory or a postgresql:// URL, not {IN_MEMORY}"
+        raise _UsageError(msg)
+    if isinstance(where, str):
+        from langchain_tdai_recall.stores.postgres.store import (  # noqa: PLC0415
+            PostgresMemoryStore,
+        )
+
+        return PostgresMemoryStore(where, read_only=read_only, timeout_ms=120_000, pool_size=2)
+    from langchain_tdai_recall.store.store import MemoryStore  # noqa: PLC0415
+
+    if read_only and not (where / DB_FILENAME).is_file():
+        msg = f"{what} {where} holds no memory store; pass the directory of an existing store"
+        raise _UsageError(msg)
+    return MemoryStore(where, read_only=read_only)
 
 
 def _scope_text(memory: TdaiMemory, args: argparse.Namespace) -> str:

@@ -29,6 +29,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+from urllib.parse import unquote
 
 from langchain_tdai_recall.errors import (
     ConfigError,
@@ -147,6 +148,10 @@ class DocumentStore(ABC):
     def _names(self, scope: Scope) -> list[str]:
         """Normalised names of a scope's scenes."""
 
+    @abstractmethod
+    def scopes(self) -> list[Scope]:
+        """Every scope holding a persona or a scene."""
+
     def list_scenes(self, scope: Scope) -> list[SceneInfo]:
         """Scenes of a scope, highest heat first, then by name."""
         with self._lock:
@@ -261,6 +266,11 @@ class InMemoryDocuments(DocumentStore):
 
     def _names(self, scope: Scope) -> list[str]:
         return sorted(self._scenes.get(scope, {}))
+
+    def scopes(self) -> list[Scope]:
+        with self._lock:
+            found = set(self._personas) | {s for s, scenes in self._scenes.items() if scenes}
+        return sorted(found, key=lambda s: (s.user_id, s.agent_id or ""))
 
 
 def _encode(part: str) -> str:
@@ -436,6 +446,22 @@ class FileDocuments(DocumentStore):
             value = (self.get_persona(scope), self.list_scenes(scope))
             self._context_cache[scope] = _Cached(signature, digest, newest, now, value)
             return value[0], list(value[1])
+
+    def scopes(self) -> list[Scope]:
+        found: list[Scope] = []
+        if not self.root.is_dir():
+            return found
+        for user_dir in sorted(self.root.iterdir()):
+            if not user_dir.is_dir():
+                continue
+            for agent_dir in sorted(user_dir.iterdir()):
+                if not agent_dir.is_dir():
+                    continue
+                agent = None if agent_dir.name == "@shared" else unquote(agent_dir.name)
+                scope = Scope(unquote(user_dir.name), agent)
+                if self.get_persona(scope) is not None or self._names(scope):
+                    found.append(scope)
+        return found
 
     def scope_dir(self, scope: Scope) -> Path:
         """Folder of a scope."""

@@ -30,9 +30,16 @@ from langchain_tdai_recall.errors import (
     StoreReadOnlyError,
     StoreWriteError,
 )
+from langchain_tdai_recall.store import _transfer
 from langchain_tdai_recall.store._documents import DocumentStore, FileDocuments, InMemoryDocuments
 from langchain_tdai_recall.store._scope import LayerIndex
-from langchain_tdai_recall.store._sqlite import Layer, PendingVector, SqliteRecords
+from langchain_tdai_recall.store._sqlite import (
+    Layer,
+    MemoryRow,
+    MessageRow,
+    PendingVector,
+    SqliteRecords,
+)
 from langchain_tdai_recall.stores.base import LAYERS, BaseMemoryStore, Ref
 from langchain_tdai_recall.text.tokenize import Tokenizer
 from langchain_tdai_recall.types import (
@@ -294,6 +301,40 @@ class MemoryStore(BaseMemoryStore):
         if scope_id is None or not refs:
             return {}
         return self._db.messages_by_rowid(scope_id, refs, scope)
+
+    # -- copying a store ----------------------------------------------------------------------
+
+    def export_rows(
+        self, scope: Scope, layer: Layer, *, after: Ref, limit: int
+    ) -> list[MemoryRow] | list[MessageRow]:
+        """A page of a scope's rows as stored."""
+        self._check_open()
+        scope_id = self._scope_id(scope)
+        if scope_id is None:
+            return []
+        if layer == "l1":
+            return _transfer.export_memories(self._db, scope_id, scope, after=after, limit=limit)
+        return _transfer.export_messages(self._db, scope_id, scope, after=after, limit=limit)
+
+    def import_rows(
+        self, scope: Scope, layer: Layer, rows: Sequence[MemoryRow] | Sequence[MessageRow]
+    ) -> int:
+        """Write rows copied from another store as they are."""
+        self._check_writable()
+        if not rows:
+            return 0
+        scope_id = self._scope_id(scope, create=True)
+        assert scope_id is not None
+        if layer == "l1":
+            memories = [r for r in rows if isinstance(r, MemoryRow)]
+            return _transfer.import_memories(self._db, scope_id, memories)
+        messages = [r for r in rows if isinstance(r, MessageRow)]
+        return _transfer.import_messages(self._db, scope_id, messages)
+
+    def document_scopes(self) -> list[Scope]:
+        """Scopes holding a persona or a scene."""
+        self._check_open()
+        return self.documents.scopes()
 
     # -- search support -----------------------------------------------------------------------
 

@@ -321,6 +321,32 @@ class BaseMemoryStore(ABC):
     def drop_vectors_of_other_dimension(self, dimension: int) -> int:
         """Reset the current embedder's vectors whose dimension is not `dimension`."""
 
+    # -- copying a store (tdai-recall migrate) ------------------------------------------------
+
+    @abstractmethod
+    def export_rows(
+        self, scope: Scope, layer: Layer, *, after: Ref, limit: int
+    ) -> list[MemoryRow] | list[MessageRow]:
+        """A page of a scope's rows exactly as stored (times, context, vector and its embedder).
+
+        Rows come in reference order after `after`; an empty page ends the scope.
+        """
+
+    @abstractmethod
+    def import_rows(
+        self, scope: Scope, layer: Layer, rows: Sequence[MemoryRow] | Sequence[MessageRow]
+    ) -> int:
+        """Write rows exported from another store as they are, in one transaction.
+
+        A memory whose id the scope already holds is replaced, unless it already has the same
+        `updated_at` and vector embedder (copied before: a resumed copy skips it); a message
+        whose id exists is skipped. References are this store's own. Returns the rows written.
+        """
+
+    @abstractmethod
+    def document_scopes(self) -> list[Scope]:
+        """Every scope holding a persona or a scene (an administrative call)."""
+
     # -- L2 / L3 documents --------------------------------------------------------------------
 
     documents: DocumentStore

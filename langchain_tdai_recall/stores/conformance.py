@@ -156,6 +156,7 @@ def fill(memory: TdaiMemory) -> None:
             user_id=ALICE.user_id,
         )  # fmt: skip
     memory.set_persona("# Alice\nNurse, runner, allergic to peanuts.", user_id=ALICE.user_id)
+    memory.set_persona("Only a persona here.", user_id="persona-only")
     memory.upsert_scene("travel", summary="Trips and flights", body="Japan in April.",
                         user_id=ALICE.user_id)  # fmt: skip
     memory.upsert_scene(

@@ -165,6 +165,16 @@ class PostgresDocuments(DocumentStore):
         scenes.sort(key=lambda s: (-s.heat, s.name))
         return persona, scenes
 
+    def scopes(self) -> list[Scope]:
+        with self._conn("list scopes with documents") as conn:
+            rows = conn.execute(
+                "SELECT user_id, agent_id FROM tdai_scopes s WHERE "
+                "EXISTS (SELECT 1 FROM tdai_personas p WHERE p.scope_id = s.scope_id) OR "
+                "EXISTS (SELECT 1 FROM tdai_scenes c WHERE c.scope_id = s.scope_id) "
+                "ORDER BY user_id, agent_id"
+            ).fetchall()
+        return [Scope(str(u), str(a) or None) for u, a in rows]
+
     def count_scenes(self, scope: Scope) -> int:
         scope_id = self._scope_id(scope, False)
         if scope_id is None:

@@ -68,6 +68,31 @@ _UPSERT_MEMORY: Final = """
 """
 
 
+_COPY_MEMORY: Final = """
+    INSERT INTO tdai_memories (scope_id, id, content, type, scene_name, priority,
+        activity_start_time, activity_end_time, "timestamp", session_key, source_message_ids,
+        created_at, updated_at, generation, embedder, vector)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (scope_id, id) DO UPDATE SET
+        content = excluded.content, type = excluded.type, scene_name = excluded.scene_name,
+        priority = excluded.priority, activity_start_time = excluded.activity_start_time,
+        activity_end_time = excluded.activity_end_time, "timestamp" = excluded."timestamp",
+        session_key = excluded.session_key, source_message_ids = excluded.source_message_ids,
+        created_at = excluded.created_at, updated_at = excluded.updated_at,
+        generation = excluded.generation, embedder = excluded.embedder, vector = excluded.vector
+"""
+
+_COPY_TIMEOUT_S: Final = 120.0
+"""Bound of one page of a store copy (large pages of vectors)."""
+
+
+def _vector_or_none(blob: bytes | None, embedder: str | None) -> npt.NDArray[np.float32] | None:
+    """A stored vector (little-endian float32 bytes) as a parameter; `None` without one."""
+    if not blob or embedder is None:
+        return None
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+
+
 def pg_text(text: str | None) -> str | None:
     """Text as PostgreSQL can store it: NUL (U+0000), which `text` cannot hold, becomes U+FFFD."""
     if text is None or "\x00" not in text:
@@ -130,10 +155,15 @@ class PostgresRecords:
         return int(row[0])
 
     def scopes(self) -> list[tuple[int, Scope]]:
-        """Every scope: (scope_id, scope)."""
+        """Every scope that ever held a memory or a message: (scope_id, scope).
+
+        A scope row made only for a persona or a scene has never been written to (generation
+        0) and is left out, as in the local store.
+        """
         with self.db.connection("list scopes") as conn:
             rows = conn.execute(
-                "SELECT scope_id, user_id, agent_id FROM tdai_scopes ORDER BY user_id, agent_id"
+                "SELECT scope_id, user_id, agent_id FROM tdai_scopes WHERE generation > 0 "
+                "ORDER BY user_id, agent_id"
             ).fetchall()
         return [(int(s), Scope(u, a or None)) for s, u, a in rows]
 
@@ -349,6 +379,105 @@ class PostgresRecords:
                 (scope_id, list(rowids)),
             ).fetchall()
         return {int(r[0]): _message(r, scope) for r in rows}
+
+    # -- copying a store ------------------------------------------------------------------------
+
+    def export_memories(
+        self, scope_id: int, scope: Scope, *, after: int, limit: int
+    ) -> list[MemoryRow]:
+        """A page of a scope's memory rows in reference order, with vectors."""
+        with self.db.connection("read memories to copy") as conn, conn.cursor(binary=True) as cur:
+            rows = cur.execute(
+                f"SELECT {_MEMORY_COLS}, embedder, vector FROM tdai_memories "
+                "WHERE scope_id = %s AND rowid > %s ORDER BY rowid LIMIT %s",
+                (scope_id, after, limit),
+            ).fetchall()
+        return [MemoryRow(int(r[0]), _memory(r, scope), r[-2], r[-1]) for r in rows]
+
+    def export_messages(
+        self, scope_id: int, scope: Scope, *, after: int, limit: int
+    ) -> list[MessageRow]:
+        """A page of a scope's message rows in reference order, with context and vectors."""
+        with self.db.connection("read messages to copy") as conn, conn.cursor(binary=True) as cur:
+            rows = cur.execute(
+                f"SELECT {_MESSAGE_COLS}, context, embedder, vector FROM tdai_messages "
+                "WHERE scope_id = %s AND rowid > %s ORDER BY rowid LIMIT %s",
+                (scope_id, after, limit),
+            ).fetchall()
+        return [
+            MessageRow(int(r[0]), _message(r, scope), r[-2], r[-1], context=str(r[-3]))
+            for r in rows
+        ]
+
+    def import_memories(self, scope_id: int, rows: Sequence[MemoryRow]) -> int:
+        """Write copied memory rows as they are (see `BaseMemoryStore.import_rows`)."""
+        with self.db.transaction("write copied memories", timeout_s=_COPY_TIMEOUT_S) as conn:
+            gen = bump(conn, scope_id)
+            ids = [pg_text(r.record.id) or "" for r in rows]
+            have = {
+                str(i): (str(u), e)
+                for i, u, e in conn.execute(
+                    "SELECT id, updated_at, embedder FROM tdai_memories "
+                    "WHERE scope_id = %s AND id = ANY(%s)",
+                    (scope_id, ids),
+                )
+            }
+            params = []
+            for row, mid in zip(rows, ids, strict=True):
+                rec = row.record
+                vector = _vector_or_none(row.vector, row.embedder)
+                if have.get(mid) == (rec.updated_at, row.embedder if vector is not None else None):
+                    continue
+                params.append(
+                    (
+                        scope_id, mid, pg_text(rec.content), rec.type, pg_text(rec.scene_name),
+                        rec.priority, rec.activity_start_time, rec.activity_end_time,
+                        rec.timestamp, pg_text(rec.session_key),
+                        pg_text(json.dumps(list(rec.source_message_ids), ensure_ascii=False)),
+                        rec.created_at, rec.updated_at, gen,
+                        row.embedder if vector is not None else None, vector,
+                    )
+                )  # fmt: skip
+            if params:
+                with conn.cursor() as cur:
+                    cur.executemany(_COPY_MEMORY, params)
+        return len(params)
+
+    def import_messages(self, scope_id: int, rows: Sequence[MessageRow]) -> int:
+        """Write copied message rows as they are; ids already stored are skipped."""
+        with self.db.transaction("write copied messages", timeout_s=_COPY_TIMEOUT_S) as conn:
+            gen = bump(conn, scope_id)
+            existing = {
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT id FROM tdai_messages WHERE scope_id = %s AND id = ANY(%s)",
+                    (scope_id, [pg_text(r.record.id) for r in rows]),
+                )
+            }
+            params = []
+            for row in rows:
+                rec = row.record
+                mid = pg_text(rec.id) or ""
+                if mid in existing:
+                    continue
+                existing.add(mid)
+                vector = _vector_or_none(row.vector, row.embedder)
+                params.append(
+                    (
+                        scope_id, mid, rec.role, pg_text(rec.content), pg_text(rec.session_key),
+                        pg_text(rec.session_id), rec.recorded_at, pg_text(row.context), gen,
+                        row.embedder if vector is not None else None, vector,
+                    )
+                )  # fmt: skip
+            if params:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO tdai_messages (scope_id, id, role, content, session_key, "
+                        "session_id, recorded_at, context, generation, embedder, vector) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                        params,
+                    )
+        return len(params)
 
     # -- shared ---------------------------------------------------------------------------------
 

@@ -30,6 +30,8 @@ from langchain_tdai_recall.stores.base import (
     BaseMemoryStore,
     DerivedIndexes,
     Layer,
+    MemoryRow,
+    MessageRow,
     PendingVector,
     Ref,
 )
@@ -267,6 +269,40 @@ class PostgresMemoryStore(BaseMemoryStore):
         if scope_id is None or not refs:
             return {}
         return self.records.messages_by_rowid(scope_id, refs, scope)
+
+    # -- copying a store ------------------------------------------------------------------------
+
+    def export_rows(
+        self, scope: Scope, layer: Layer, *, after: Ref, limit: int
+    ) -> list[MemoryRow] | list[MessageRow]:
+        """A page of a scope's rows as stored."""
+        self._check_open()
+        scope_id = self.records.scope_id(scope, create=False)
+        if scope_id is None:
+            return []
+        if layer == "l1":
+            return self.records.export_memories(scope_id, scope, after=after, limit=limit)
+        return self.records.export_messages(scope_id, scope, after=after, limit=limit)
+
+    def import_rows(
+        self, scope: Scope, layer: Layer, rows: Sequence[MemoryRow] | Sequence[MessageRow]
+    ) -> int:
+        """Write rows copied from another store as they are."""
+        self._check_writable()
+        if not rows:
+            return 0
+        scope_id = self.records.scope_id(scope, create=True)
+        assert scope_id is not None
+        if layer == "l1":
+            memories = [r for r in rows if isinstance(r, MemoryRow)]
+            return self.records.import_memories(scope_id, memories)
+        messages = [r for r in rows if isinstance(r, MessageRow)]
+        return self.records.import_messages(scope_id, messages)
+
+    def document_scopes(self) -> list[Scope]:
+        """Scopes holding a persona or a scene."""
+        self._check_open()
+        return self.documents.scopes()
 
     # -- search legs ----------------------------------------------------------------------------
 
