@@ -20,6 +20,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from langchain_tdai_recall.errors import ConfigError
+from langchain_tdai_recall.formation.config import ExtractionConfig, PersonaConfig, PipelineConfig
 from langchain_tdai_recall.types import Language, OnError, Strategy
 
 __all__ = [
@@ -192,6 +193,12 @@ class TdaiConfig(_ConfigModel):
     """L0 capture."""
     store: StoreConfig = Field(default_factory=StoreConfig)
     """Storage."""
+    extraction: ExtractionConfig = Field(default_factory=ExtractionConfig)
+    """Memory formation: extraction and consolidation (upstream `extraction.*`)."""
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    """Memory formation: scheduling (upstream `pipeline.*`)."""
+    persona: PersonaConfig = Field(default_factory=PersonaConfig)
+    """Memory formation: scenes and persona (upstream `persona.*`)."""
     timezone: str = "system"
     """Zone in which activity times are shown: `system`, an IANA name or `±HH:MM`."""
 

@@ -25,6 +25,7 @@ from langchain_tdai_recall.recall.engine import RecallEngine
 from langchain_tdai_recall.recall.search import Searcher, SearchOutcome, normalize_rows
 from langchain_tdai_recall.store.store import MemoryStore, Scope
 from langchain_tdai_recall.text.clean import clean_query, content_text, strip_injected_blocks
+from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 from langchain_tdai_recall.types import (
     MEMORY_TYPES,
@@ -78,6 +79,12 @@ def _check_id(field: str, value: object, *, optional: bool) -> str | None:
         )
         raise ScopeError(msg) if field in ("user_id", "agent_id") else ConfigError(msg)
     return value
+
+
+def _has_explicit_id(data: object) -> bool:
+    if isinstance(data, MemoryRecord):
+        return bool(data.id)
+    return isinstance(data, Mapping) and bool(data.get("id"))
 
 
 def _normalize_time(field: str, value: TimeInput) -> str | None:
@@ -462,13 +469,19 @@ class TdaiMemory:
         """Store many L1 memories in one scope; texts are embedded in batches.
 
         Every record is validated before anything is written, so a bad record loses nothing.
-        A record's own `user_id`/`agent_id` are ignored: the scope is the call's.
+        A record's own `user_id`/`agent_id` are ignored: the scope is the call's. A record
+        without an `id` whose text exactly duplicates a memory of the scope (same text after
+        normalising case, width, whitespace and final punctuation) is not stored again: the
+        existing memory is returned in its place. A given `id` is always written (upsert).
         """
         scope = self.scope(user_id, agent_id)
         now = _now()
-        prepared = [self._record(r, scope, now) for r in records]
+        given = list(records)
+        prepared = [self._record(r, scope, now) for r in given]
         if not prepared:
             return []
+        # -- exact duplicates (formation issue): id-less records never pile up --------------
+        dedupe = [not _has_explicit_id(r) for r in given]
         from langchain_tdai_recall._progress import progress  # noqa: PLC0415
 
         scope_id = self._store.scope_id(scope, create=True)
@@ -483,14 +496,30 @@ class TdaiMemory:
         with progress(len(prepared), desc="adding memories", enabled=show) as bar:
             for start in range(0, len(prepared), chunk):
                 part = prepared[start : start + chunk]
-                vectors = self._embed_texts([r.content for r in part])
-                stored += self._store.db.upsert_memories(
+                flags = dedupe[start : start + chunk]
+                known = self._store.db.existing_duplicates(
+                    scope_id, [r.content for r, f in zip(part, flags, strict=True) if f]
+                )
+                found: dict[int, MemoryRecord] = {}
+                for i, (rec, flag) in enumerate(zip(part, flags, strict=True)):
+                    key = content_fingerprint(rec.content)
+                    if flag and key in known:  # a known duplicate is not embedded or written
+                        old = self._store.db.get_memory(scope_id, known[key], scope)
+                        if old is not None:
+                            found[i] = old
+                fresh = [i for i in range(len(part)) if i not in found]
+                vectors = self._embed_texts([part[i].content for i in fresh])
+                written = self._store.db.upsert_memories(
                     scope_id,
-                    part,
+                    [part[i] for i in fresh],
                     embedder=self._store.embedder_id if vectors is not None else None,
                     vectors=vectors,
+                    dedupe=[flags[i] for i in fresh],
                 )
-                bar.update(len(part))
+                found.update(zip(fresh, written, strict=True))
+                original = [found[i] for i in range(len(part))]
+                stored += original
+                bar.update(len(original))
         return stored
 
     def get_memory(

@@ -17,7 +17,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -26,6 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from langchain_tdai_recall.errors import StoreClosedError, StoreError
+from langchain_tdai_recall.store._history import Change, record_version
+from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.types import MemoryRecord, MemoryType, MessageRecord
 
 __all__ = ["DB_FILENAME", "Layer", "MemoryRow", "MessageRow", "SqliteRecords"]
@@ -87,6 +89,59 @@ _MIGRATIONS: Final[tuple[str, ...]] = (
     );
     CREATE INDEX tombstones_scope_generation ON tombstones (scope_id, layer, generation);
     """,
+    # 2: memory formation (store/_formation.py, store/_history.py). `content_key` is the
+    # exact-duplicate fingerprint (text/fingerprint.py), filled for existing rows here.
+    """
+    ALTER TABLE memories ADD COLUMN content_key TEXT;
+    UPDATE memories SET content_key = tdai_fingerprint(content);
+    CREATE INDEX memories_scope_content_key ON memories (scope_id, content_key);
+    CREATE INDEX messages_scope_session ON messages (scope_id, session_key, rowid);
+    CREATE TABLE memory_versions (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        scope_id    INTEGER NOT NULL,
+        memory_id   TEXT NOT NULL,
+        version     INTEGER NOT NULL,
+        change      TEXT NOT NULL,         -- update | merge | merged | delete
+        actor       TEXT NOT NULL,         -- api | extraction | tool
+        related_ids TEXT NOT NULL DEFAULT '[]',
+        snapshot    TEXT NOT NULL,         -- the replaced version as JSON
+        replaced_at TEXT NOT NULL,
+        UNIQUE (scope_id, memory_id, version)
+    );
+    CREATE TABLE formation_sessions (
+        scope_id    INTEGER NOT NULL,
+        session_key TEXT NOT NULL,
+        cursor      INTEGER NOT NULL DEFAULT 0,   -- last L0 rowid extracted (messages.rowid)
+        warmup      INTEGER NOT NULL DEFAULT 1,   -- warm-up threshold, 0 once graduated
+        situation   TEXT NOT NULL DEFAULT '',
+        failures    INTEGER NOT NULL DEFAULT 0,   -- consecutive failed attempts
+        retry_at    REAL NOT NULL DEFAULT 0,      -- epoch seconds, no attempt before
+        last_error  TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (scope_id, session_key)
+    );
+    CREATE TABLE formation_scopes (
+        scope_id               INTEGER PRIMARY KEY,
+        scenes_at              REAL NOT NULL DEFAULT 0,
+        memories_since_persona INTEGER NOT NULL DEFAULT 0,
+        persona_at             REAL NOT NULL DEFAULT 0,
+        failures               INTEGER NOT NULL DEFAULT 0,
+        retry_at               REAL NOT NULL DEFAULT 0,
+        last_error             TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE formation_scene_queue (
+        seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+        scope_id  INTEGER NOT NULL,
+        memory_id TEXT NOT NULL
+    );
+    CREATE INDEX formation_scene_queue_scope ON formation_scene_queue (scope_id, seq);
+    CREATE TABLE formation_leases (
+        scope_id   INTEGER PRIMARY KEY,
+        owner      TEXT NOT NULL,
+        host       TEXT NOT NULL,
+        pid        INTEGER NOT NULL,
+        expires_at REAL NOT NULL
+    );
+    """,
 )
 """Append-only schema migrations; `PRAGMA user_version` is the number applied."""
 
@@ -143,6 +198,7 @@ class SqliteRecords:
         conn.execute(f"PRAGMA synchronous={'FULL' if synchronous == 'full' else 'NORMAL'}")
         conn.execute("PRAGMA busy_timeout=10000")
         conn.execute("PRAGMA foreign_keys=ON")
+        conn.create_function("tdai_fingerprint", 1, content_fingerprint, deterministic=True)
         self._migrate()
 
     # -- plumbing -----------------------------------------------------------------------------
@@ -166,6 +222,19 @@ class SqliteRecords:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A write transaction (`BEGIN IMMEDIATE` … `COMMIT`, rolled back on error).
+
+        For modules beside this one that keep their own tables (store/_formation.py).
+        """
+        return self._write()
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection, held for a few reads (no transaction)."""
+        with self._lock:
+            yield self.conn
 
     def _migrate(self) -> None:
         with self._lock:
@@ -233,6 +302,11 @@ class SqliteRecords:
         return int(row[0]) if row else 0
 
     @staticmethod
+    def bump(conn: sqlite3.Connection, scope_id: int) -> int:
+        """Advance a scope's generation inside the caller's transaction; returns the new one."""
+        return SqliteRecords._bump(conn, scope_id)
+
+    @staticmethod
     def _bump(conn: sqlite3.Connection, scope_id: int) -> int:
         conn.execute(
             "UPDATE scopes SET generation = generation + 1 WHERE scope_id = ?", (scope_id,)
@@ -251,58 +325,132 @@ class SqliteRecords:
         *,
         embedder: str | None,
         vectors: npt.NDArray[np.float32] | None,
+        dedupe: Sequence[bool] | None = None,
+        actor: str = "api",
     ) -> list[MemoryRecord]:
         """Insert or update records (by id within the scope) in one transaction.
 
-        An update keeps the original `created_at`. Returns the records as stored.
+        An update keeps the original `created_at` and records the replaced version in the
+        history. With `dedupe[i]`, a record whose text is an exact duplicate (see
+        `text.fingerprint`) of a memory already in the scope is not written; the existing
+        memory is returned in its place. Returns the records as stored.
         """
         stored: list[MemoryRecord] = []
         with self._write() as conn:
             gen = self._bump(conn, scope_id)
             for i, rec in enumerate(records):
+                if dedupe is not None and dedupe[i]:
+                    existing = self.find_duplicate(conn, scope_id, rec)
+                    if existing is not None:
+                        stored.append(existing)
+                        continue
                 blob = vectors[i].astype(np.float32).tobytes() if vectors is not None else None
-                row = conn.execute(
-                    "SELECT created_at FROM memories WHERE scope_id = ? AND id = ?",
-                    (scope_id, rec.id),
-                ).fetchone()
-                created = row[0] if row else rec.created_at
-                conn.execute(
-                    """
-                    INSERT INTO memories (scope_id, id, content, type, scene_name, priority,
-                        activity_start_time, activity_end_time, timestamp, session_key,
-                        source_message_ids, created_at, updated_at, generation, embedder, vector)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (scope_id, id) DO UPDATE SET
-                        content = excluded.content, type = excluded.type,
-                        scene_name = excluded.scene_name, priority = excluded.priority,
-                        activity_start_time = excluded.activity_start_time,
-                        activity_end_time = excluded.activity_end_time,
-                        timestamp = excluded.timestamp, session_key = excluded.session_key,
-                        source_message_ids = excluded.source_message_ids,
-                        updated_at = excluded.updated_at, generation = excluded.generation,
-                        embedder = excluded.embedder, vector = excluded.vector
-                    """,
-                    (
-                        scope_id,
-                        rec.id,
-                        rec.content,
-                        rec.type,
-                        rec.scene_name,
-                        rec.priority,
-                        rec.activity_start_time,
-                        rec.activity_end_time,
-                        rec.timestamp,
-                        rec.session_key,
-                        json.dumps(list(rec.source_message_ids), ensure_ascii=False),
-                        created,
-                        rec.updated_at,
-                        gen,
-                        embedder if blob is not None else None,
-                        blob,
-                    ),
+                stored.append(
+                    self.write_memory_row(
+                        conn, scope_id, gen, rec, embedder=embedder, blob=blob, actor=actor
+                    )
                 )
-                stored.append(_replace_created(rec, created))
         return stored
+
+    @staticmethod
+    def find_duplicate(
+        conn: sqlite3.Connection, scope_id: int, rec: MemoryRecord
+    ) -> MemoryRecord | None:
+        """The scope's memory whose text is an exact duplicate of `rec`'s, or `None`."""
+        row = conn.execute(
+            f"SELECT {_MEMORY_COLS} FROM memories WHERE scope_id = ? AND content_key = ? "
+            "ORDER BY rowid LIMIT 1",
+            (scope_id, content_fingerprint(rec.content)),
+        ).fetchone()
+        return _memory(row, (rec.user_id, rec.agent_id)) if row else None
+
+    @staticmethod
+    def write_memory_row(
+        conn: sqlite3.Connection,
+        scope_id: int,
+        gen: int,
+        rec: MemoryRecord,
+        *,
+        embedder: str | None,
+        blob: bytes | None,
+        actor: str,
+        change: Change = "update",
+        related: Sequence[str] = (),
+    ) -> MemoryRecord:
+        """Insert or update one row inside the caller's transaction; returns it as stored.
+
+        An existing row keeps its `created_at`; its replaced version goes to the history as
+        `change` (by `actor`, naming `related` ids).
+        """
+        row = conn.execute(
+            "SELECT created_at FROM memories WHERE scope_id = ? AND id = ?",
+            (scope_id, rec.id),
+        ).fetchone()
+        created = row[0] if row else rec.created_at
+        if row:
+            record_version(
+                conn,
+                scope_id,
+                rec.id,
+                change=change,
+                actor=actor,
+                at=rec.updated_at,
+                related=related,
+                replacement=rec,
+            )
+        conn.execute(
+            """
+            INSERT INTO memories (scope_id, id, content, type, scene_name, priority,
+                activity_start_time, activity_end_time, timestamp, session_key,
+                source_message_ids, created_at, updated_at, generation, embedder, vector,
+                content_key)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (scope_id, id) DO UPDATE SET
+                content = excluded.content, type = excluded.type,
+                scene_name = excluded.scene_name, priority = excluded.priority,
+                activity_start_time = excluded.activity_start_time,
+                activity_end_time = excluded.activity_end_time,
+                timestamp = excluded.timestamp, session_key = excluded.session_key,
+                source_message_ids = excluded.source_message_ids,
+                updated_at = excluded.updated_at, generation = excluded.generation,
+                embedder = excluded.embedder, vector = excluded.vector,
+                content_key = excluded.content_key
+            """,
+            (
+                scope_id,
+                rec.id,
+                rec.content,
+                rec.type,
+                rec.scene_name,
+                rec.priority,
+                rec.activity_start_time,
+                rec.activity_end_time,
+                rec.timestamp,
+                rec.session_key,
+                json.dumps(list(rec.source_message_ids), ensure_ascii=False),
+                created,
+                rec.updated_at,
+                gen,
+                embedder if blob is not None else None,
+                blob,
+                content_fingerprint(rec.content),
+            ),
+        )
+        return _replace_created(rec, created)
+
+    def existing_duplicates(self, scope_id: int, texts: Sequence[str]) -> dict[str, str]:
+        """For each text with an exact duplicate in the scope: fingerprint → existing id."""
+        keys = sorted({content_fingerprint(t) for t in texts})
+        if not keys:
+            return {}
+        marks = ",".join("?" * len(keys))
+        with self._lock:
+            rows = self.conn.execute(
+                f"SELECT content_key, id FROM memories WHERE scope_id = ? "
+                f"AND content_key IN ({marks}) ORDER BY rowid DESC",
+                [scope_id, *keys],
+            ).fetchall()
+        return {str(k): str(i) for k, i in rows}
 
     def get_memory(
         self, scope_id: int, memory_id: str, user: tuple[str, str | None]
@@ -315,24 +463,45 @@ class SqliteRecords:
             ).fetchone()
         return _memory(row, user) if row else None
 
-    def delete_memories(self, scope_id: int, memory_ids: Sequence[str]) -> int:
-        """Delete by id; returns how many existed."""
+    def delete_memories(
+        self, scope_id: int, memory_ids: Sequence[str], *, actor: str = "api", at: str = ""
+    ) -> int:
+        """Delete by id (keeping each deleted version in the history); returns how many existed."""
         deleted = 0
         with self._write() as conn:
             gen = self._bump(conn, scope_id)
             for memory_id in memory_ids:
-                row = conn.execute(
-                    "DELETE FROM memories WHERE scope_id = ? AND id = ? RETURNING rowid",
-                    (scope_id, memory_id),
-                ).fetchone()
-                if row:
-                    deleted += 1
-                    conn.execute(
-                        "INSERT INTO tombstones (scope_id, layer, row_ref, generation) "
-                        "VALUES (?, 'l1', ?, ?)",
-                        (scope_id, row[0], gen),
-                    )
+                deleted += self.delete_memory_row(
+                    conn, scope_id, gen, memory_id, actor=actor, at=at or _utc_now()
+                )
         return deleted
+
+    @staticmethod
+    def delete_memory_row(
+        conn: sqlite3.Connection,
+        scope_id: int,
+        gen: int,
+        memory_id: str,
+        *,
+        actor: str,
+        at: str,
+        change: Change = "delete",
+        related: Sequence[str] = (),
+    ) -> bool:
+        """Delete one row inside the caller's transaction; its last version goes to the history."""
+        if not record_version(
+            conn, scope_id, memory_id, change=change, actor=actor, at=at, related=related
+        ):
+            return False
+        row = conn.execute(
+            "DELETE FROM memories WHERE scope_id = ? AND id = ? RETURNING rowid",
+            (scope_id, memory_id),
+        ).fetchone()
+        conn.execute(
+            "INSERT INTO tombstones (scope_id, layer, row_ref, generation) VALUES (?, 'l1', ?, ?)",
+            (scope_id, row[0], gen),
+        )
+        return True
 
     def list_memories(
         self,
@@ -523,6 +692,12 @@ class SqliteRecords:
                     f"UPDATE {table} SET vector = ?, embedder = ?, generation = ? WHERE rowid = ?",
                     (vec.astype(np.float32).tobytes(), embedder, gens[scope], rowid),
                 )
+
+
+def _utc_now() -> str:
+    import datetime as dt  # noqa: PLC0415
+
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _replace_created(rec: MemoryRecord, created: str) -> MemoryRecord:
