@@ -7,6 +7,7 @@ Usage (also `python -m langchain_tdai_recall ...`)::
     tdai-recall search "what does the user eat?" --limit 3
     tdai-recall recall "Plan dinner for Friday"        # both injected blocks and the scores
     tdai-recall import-upstream ~/.openclaw/memory-tdai
+    tdai-recall extract --model openai:gpt-4o-mini    # form memories from the conversations
     tdai-recall stats
     tdai-recall config defaults | config schema
 
@@ -215,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     command("stats", _cmd_stats, "counts per layer and scope, embedder and index sizes")
+
+    _add_extract_command(command)
 
     p = command("config", _cmd_config, "print the default configuration or its JSON schema")
     p.add_argument("what", choices=("defaults", "schema"), help="'defaults' or 'schema'")
@@ -577,6 +580,87 @@ def _cmd_config(args: argparse.Namespace) -> int:
         data = cfg.to_dict(by_alias=args.camel)
     print(json.dumps(data, ensure_ascii=False, indent=2))
     return 0
+
+
+# --------------------------------------------------------------------------------------------
+# extract (memory formation)
+
+
+def _add_extract_command(command: Callable[..., Any]) -> None:
+    p = command(
+        "extract",
+        _cmd_extract,
+        "form L1 memories, scenes and the persona from the recorded conversations with a chat "
+        "model (every scope with pending messages, or the one given by --user/--agent)",
+    )
+    p.add_argument(
+        "--model",
+        metavar="PROVIDER:MODEL",
+        help="chat model for init_chat_model, e.g. openai:gpt-4o-mini (default: "
+        "extraction.model of --config); its LangChain provider package must be installed",
+    )
+    p.add_argument("--session", help="only this session (of the --user/--agent scope)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_const",
+        const=True,
+        default=None,
+        help="always draw the progress bar (default: only on a terminal)",
+    )
+    group.add_argument(
+        "--no-progress", dest="progress", action="store_const", const=False, help="never"
+    )
+
+
+def _cmd_extract(args: argparse.Namespace) -> int:
+    from langchain_tdai_recall.memory import TdaiMemory  # noqa: PLC0415
+
+    from langchain_tdai_recall.errors import ConfigError  # noqa: PLC0415
+
+    if args.session and not (args.user or args.agent):
+        msg = "--session needs --user (and --agent, if the session belongs to one)"
+        raise ConfigError(msg)
+    model = args.model
+    config: Any = args.config
+    if model is None:
+        from langchain_tdai_recall.config import TdaiConfig  # noqa: PLC0415
+
+        if TdaiConfig.coerce(config).extraction.model is None:
+            msg = "no chat model: pass --model PROVIDER:MODEL or set extraction.model in --config"
+            raise ConfigError(msg)
+    with TdaiMemory.open(
+        _store_path(args),
+        embeddings=_embeddings(args.embeddings),
+        config=config,
+        extraction_model=model,
+    ) as memory:
+        report = memory.extract(
+            user_id=args.user,
+            agent_id=args.agent,
+            session_key=args.session,
+            all_scopes=not (args.user or args.agent),
+            show_progress=args.progress,
+        )
+    if args.json:
+        _print_json(report)
+    else:
+        decisions = ", ".join(f"{k} {v}" for k, v in report.decisions.items() if v) or "none"
+        scenes = ", ".join(f"{k} {v}" for k, v in report.scenes.items() if v) or "none"
+        print(
+            f"formed {report.windows} window(s) over {report.messages} message(s) in "
+            f"{report.scopes} scope(s), {report.elapsed_ms / 1000:.1f} s\n"
+            f"  memories written:  {report.written} (deleted {report.deleted})\n"
+            f"  decisions:         {decisions}\n"
+            f"  scenes:            {scenes}\n"
+            f"  persona updated:   {'yes' if report.persona_updated else 'no'}\n"
+            f"  model calls:       {report.model_calls} ({report.total_tokens} tokens)\n"
+            f"  still pending:     {report.pending_messages} message(s)"
+        )
+        for error in report.errors:
+            print(f"  failed: {error}")
+    return 0 if report.ok else 1
 
 
 # --------------------------------------------------------------------------------------------

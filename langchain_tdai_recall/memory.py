@@ -8,6 +8,7 @@ import functools
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
+from langchain_tdai_recall import types as tdai_types
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError, EmbeddingError, ScopeError
 from langchain_tdai_recall.recall.engine import RecallEngine
@@ -33,6 +35,7 @@ from langchain_tdai_recall.types import (
     MemoryHit,
     MemoryRecord,
     MemoryType,
+    MemoryVersion,
     MessageHit,
     MessageRecord,
     RecallResult,
@@ -43,10 +46,13 @@ from langchain_tdai_recall.types import (
 )
 
 if TYPE_CHECKING:
+    from langchain_core.callbacks import Callbacks
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.runnables import Runnable
+    from langchain_core.runnables import Runnable, RunnableConfig
     from langchain_core.tools import BaseTool
 
+    from langchain_tdai_recall.formation.report import ExtractionReport
+    from langchain_tdai_recall.formation.scheduler import FormationScheduler
     from langchain_tdai_recall.middleware import TdaiRecallMiddleware
 
 __all__ = ["TdaiMemory"]
@@ -149,6 +155,7 @@ class TdaiMemory:
             max_input_chars=config.embedding.max_input_chars,
         )
         self._engine = RecallEngine(store, self._searcher, config, executor=self._recall_pool)
+        self._formation: FormationScheduler | None = None
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -162,6 +169,8 @@ class TdaiMemory:
         embeddings: EmbeddingsInput = "default",
         config: TdaiConfig | dict[str, Any] | str | os.PathLike[str] | None = None,
         show_progress: bool | None = None,
+        extraction_model: BaseChatModel | str | None = None,
+        extraction_callbacks: Callbacks = None,
     ) -> Self:
         """Open (creating on first use) a memory store.
 
@@ -173,9 +182,15 @@ class TdaiMemory:
                 to a JSON file.
             show_progress: Show a progress bar when stored vectors must be re-embedded because
                 the embedder changed (`None`: only on a terminal).
+            extraction_model: A LangChain chat model (or a `provider:model` string for
+                `init_chat_model`) that forms memories from the recorded conversations in the
+                background (see "Memory formation" in the README). Default: the
+                `extraction.model` setting; without either, nothing is formed.
+            extraction_callbacks: LangChain callbacks for background formation runs: they
+                receive the `tdai_extraction` event and the model calls.
 
         Raises:
-            ConfigError: If `config` or `embeddings` is invalid.
+            ConfigError: If `config`, `embeddings` or `extraction_model` is invalid.
             StoreError: If the directory cannot be opened.
         """
         from langchain_tdai_recall.embeddings import (  # noqa: PLC0415 - keeps import light
@@ -198,6 +213,11 @@ class TdaiMemory:
             memory.close()
             raise
         memory._warm_up()
+        try:
+            memory._start_formation(extraction_model, extraction_callbacks)
+        except BaseException:
+            memory.close()
+            raise
         return memory
 
     def _warm_up(self) -> None:
@@ -219,6 +239,8 @@ class TdaiMemory:
             if self._closed:
                 return
             self._closed = True
+        if self._formation is not None:  # extracts what is pending, bounded in time
+            self._formation.close(self.config.pipeline.close_timeout_seconds)
         self._recall_pool.shutdown(wait=False, cancel_futures=True)
         self._embed_pool.shutdown(wait=False, cancel_futures=True)
         self._store.close()
@@ -624,12 +646,30 @@ class TdaiMemory:
         if not fresh:
             return 0
         vectors = self._embed_texts([m.content for m in fresh])
-        return self._store.db.insert_messages(
+        inserted = self._store.db.insert_messages(
             scope_id,
             fresh,
             embedder=self._store.embedder_id if vectors is not None else None,
             vectors=vectors,
         )
+        if inserted:  # an empty capture is not a turn (G-X20)
+            self._after_capture(tdai_types.Scope(scope[0], scope[1]), session_key)
+        return inserted
+
+    def _after_capture(self, scope: tdai_types.Scope, session_key: str) -> None:
+        """The formation trigger: called once after each captured turn is stored.
+
+        Counts the turn for memory formation (every N turns, warm-up, idle timer). It only
+        hands the turn to the formation scheduler's queue, so it costs the turn nothing
+        measurable and never raises into it.
+        """
+        formation = self._formation
+        if formation is None:
+            return
+        try:
+            formation.notify(scope, session_key)
+        except Exception as exc:  # formation must never fail a turn
+            logger.warning("memory formation could not count a turn: %s", type(exc).__name__)
 
     # -- L2 / L3 ------------------------------------------------------------------------------
 
@@ -1090,6 +1130,177 @@ class TdaiMemory:
             agent_id=agent_id,
             show_progress=show_progress,
         )
+
+    # -- memory formation (formation/) ---------------------------------------------------------
+
+    def _start_formation(self, model: BaseChatModel | str | None, callbacks: Callbacks) -> None:
+        """Build the formation scheduler when a chat model is configured, and resume work."""
+        cfg = self.config
+        chosen = model if model is not None else cfg.extraction.model
+        if chosen is None or not cfg.extraction.enabled:
+            return
+        from langchain_tdai_recall.formation._llm import resolve_chat_model  # noqa: PLC0415
+        from langchain_tdai_recall.formation.pipeline import FormationEngine  # noqa: PLC0415
+        from langchain_tdai_recall.formation.scheduler import (  # noqa: PLC0415
+            FormationScheduler,
+        )
+
+        engine = FormationEngine(
+            store=self._store,
+            searcher=self._searcher,
+            config=cfg,
+            embed=self._embed_texts,
+            model=resolve_chat_model(chosen),
+            scene_model=resolve_chat_model(cfg.persona.model) if cfg.persona.model else None,
+            callbacks=callbacks,
+        )
+        self._formation = FormationScheduler(
+            engine, scope_id=lambda s: self._store.scope_id((s.user_id, s.agent_id))
+        )
+        self._formation.resume()
+
+    def _require_formation(self) -> FormationScheduler:
+        if self._formation is None:
+            msg = (
+                "memory formation needs a chat model: open the store with "
+                "TdaiMemory.open(path, extraction_model=model) (or set extraction.model), and "
+                "keep extraction.enabled true"
+            )
+            raise ConfigError(msg)
+        return self._formation
+
+    def extract(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_key: str | None = None,
+        all_scopes: bool = False,
+        show_progress: bool | None = None,
+        config: RunnableConfig | None = None,
+    ) -> ExtractionReport:
+        """Form memories now from every recorded message past the extraction cursors.
+
+        Runs in the calling thread and waits for the model (a background run of the same
+        scope finishes first). Failed windows keep their messages for a later retry; they are
+        reported, not raised.
+
+        Args:
+            user_id: The scope's user (`None`: the default user).
+            agent_id: The scope's agent.
+            session_key: Only this session of the scope.
+            all_scopes: Every scope with pending messages (an administrative call; `user_id`,
+                `agent_id` and `session_key` are then ignored).
+            show_progress: Progress bar over the pending messages (`None`: only on a terminal).
+            config: A `RunnableConfig` (callbacks, tags) for the run.
+
+        Returns:
+            What was formed: windows, decisions, scene edits, token usage, errors.
+
+        Raises:
+            ConfigError: If no chat model is configured.
+        """
+        formation = self._require_formation()
+        if all_scopes:
+            targets = formation.pending_targets()
+        else:
+            scope = self.scope(user_id, agent_id)
+            scope_id = self._store.scope_id(scope)
+            targets = [] if scope_id is None else [(scope_id, tdai_types.Scope(*scope))]
+        from langchain_tdai_recall._progress import progress  # noqa: PLC0415
+
+        records = formation.engine.records
+        total = sum(
+            p.messages
+            for sid, _ in targets
+            for p in records.pending(sid, None if all_scopes else session_key)
+        )
+        with progress(total, desc="forming memories", enabled=show_progress) as bar:
+            return formation.extract(
+                targets,
+                session_key=None if all_scopes else session_key,
+                config=config,
+                progress=bar.update,
+            )
+
+    async def aextract(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_key: str | None = None,
+        all_scopes: bool = False,
+        show_progress: bool | None = None,
+        config: RunnableConfig | None = None,
+    ) -> ExtractionReport:
+        """Async version of `extract`."""
+        return await _in_thread(
+            self.extract,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_key=session_key,
+            all_scopes=all_scopes,
+            show_progress=show_progress,
+            config=config,
+        )
+
+    def flush(self, *, timeout: float | None = None) -> ExtractionReport:
+        """Form memories from everything pending in every scope now, and wait for it.
+
+        Without a chat model there is nothing to form and the report is empty. `timeout`
+        bounds the wait (seconds); what is not done stays pending and is retried.
+        """
+        from langchain_tdai_recall.formation.report import ExtractionReport  # noqa: PLC0415
+
+        formation = self._formation
+        if formation is None:
+            return ExtractionReport()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return formation.extract(formation.pending_targets(), reason="flush", deadline=deadline)
+
+    async def aflush(self, *, timeout: float | None = None) -> ExtractionReport:
+        """Async version of `flush`."""
+        return await _in_thread(self.flush, timeout=timeout)
+
+    def end_session(
+        self, session_key: str, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> None:
+        """Tell formation a session ended: its pending turns are formed now, in the background.
+
+        Does nothing without a chat model. Never waits for the model.
+        """
+        scope = self.scope(user_id, agent_id)
+        if self._formation is not None:
+            self._formation.end_session(tdai_types.Scope(*scope), session_key)
+
+    async def aend_session(
+        self, session_key: str, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> None:
+        """Async version of `end_session`."""
+        self.end_session(session_key, user_id=user_id, agent_id=agent_id)
+
+    def history(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> list[MemoryVersion]:
+        """Every version of a memory of the scope, oldest first.
+
+        Updates, merges and deletions (by formation, the memory tool or the API) keep the
+        replaced version; the last item is the current memory unless it was deleted or merged
+        into another one (`change="merged"`, `related_ids` names the survivor).
+        """
+        from langchain_tdai_recall.store._formation import FormationRecords  # noqa: PLC0415
+
+        scope = self.scope(user_id, agent_id)
+        scope_id = self._store.scope_id(scope)
+        if scope_id is None:
+            return []
+        return FormationRecords(self._store.db).history(scope_id, memory_id, scope)
+
+    async def ahistory(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> list[MemoryVersion]:
+        """Async version of `history`."""
+        return await _in_thread(self.history, memory_id, user_id=user_id, agent_id=agent_id)
 
     # -- integrations -------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ a cursor (upstream gap G-X1 treated every failure as "nothing to remember").
   failure, never an empty answer.
 - An answer cut off by the output limit (`finish_reason` / `stop_reason` length or max tokens),
   an exception, a timeout or an empty reply is a failure with a reason.
-- Every call is bounded by `timeout_s` (the call runs on a worker thread; a late answer is
+- Every call is bounded by `timeout_s` (the call runs on a daemon thread; a late answer is
   discarded) and its token usage is read from `usage_metadata`.
 """
 
@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
-from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Final
@@ -37,7 +37,13 @@ from pydantic import BaseModel
 from langchain_tdai_recall.formation.config import StructuredOutputMethod
 from langchain_tdai_recall.formation.schemas import InvalidAnswerError
 
-__all__ = ["CallResult", "StructuredCaller", "parse_json_text", "supports_tools"]
+__all__ = [
+    "CallResult",
+    "StructuredCaller",
+    "parse_json_text",
+    "resolve_chat_model",
+    "supports_tools",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -187,11 +193,9 @@ class StructuredCaller:
         *,
         method: StructuredOutputMethod,
         timeout_s: float,
-        executor: Executor,
     ) -> None:
         self.model = model
         self.timeout_s = timeout_s
-        self._executor = executor
         if method == "auto":
             method = "function_calling" if supports_tools(model) else "prompt"
         self.method: StructuredOutputMethod = method
@@ -249,12 +253,26 @@ class StructuredCaller:
         user: str,
         config: RunnableConfig | None,
     ) -> tuple[object, AIMessage | None]:
-        future = self._executor.submit(self._call, schema, system, user, config)
-        try:
-            return future.result(timeout=self.timeout_s)
-        except FutureTimeout:
-            future.cancel()
-            raise
+        # A daemon thread per call: a model that never answers is abandoned after the timeout
+        # and cannot keep the interpreter from exiting (pool threads are joined at exit).
+        box: list[tuple[object, AIMessage | None] | BaseException] = []
+        done = threading.Event()
+
+        def target() -> None:
+            try:
+                box.append(self._call(schema, system, user, config))
+            except BaseException as exc:  # handed to the caller below
+                box.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=target, name="tdai-formation-call", daemon=True).start()
+        if not done.wait(self.timeout_s):
+            raise FutureTimeout
+        result = box[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
     def _call(
         self,
@@ -315,3 +333,36 @@ def describe(data: Any) -> str:
     if isinstance(data, dict):
         return "{" + ", ".join(f"{k}: {type(v).__name__}" for k, v in data.items()) + "}"
     return type(data).__name__
+
+
+def resolve_chat_model(value: BaseChatModel | str) -> BaseChatModel:
+    """A chat model object, or one built by `init_chat_model` from a string.
+
+    Strings are `provider:model` (LangChain's form, e.g. `openai:gpt-4o-mini`) or the original
+    plugin's `provider/model`; the provider's LangChain package must be installed.
+
+    Raises:
+        ConfigError: If the value is neither, or the model cannot be built (the message says
+            which package to install or what to fix).
+    """
+    from langchain_tdai_recall.errors import ConfigError  # noqa: PLC0415
+
+    if isinstance(value, BaseChatModel):
+        return value
+    if not isinstance(value, str) or not value.strip():
+        msg = (
+            "extraction_model must be a LangChain chat model or a 'provider:model' string "
+            f"(e.g. 'openai:gpt-4o-mini'), got {value!r}"
+        )
+        raise ConfigError(msg)
+    from langchain.chat_models import init_chat_model  # noqa: PLC0415 - loads providers
+
+    text = value.strip()
+    provider: str | None = None
+    if ":" not in text and "/" in text:
+        provider, text = text.split("/", 1)
+    try:
+        return init_chat_model(text, model_provider=provider)
+    except (ImportError, ValueError) as exc:
+        msg = f"cannot create the chat model {value!r}: {exc}"
+        raise ConfigError(msg) from exc

@@ -457,14 +457,7 @@ class FormationRecords:
             ).fetchall()
         return [(int(r[0]), str(r[1]), str(r[2]) or None) for r in rows]
 
-    def scenes_done(
-        self,
-        scope_id: int,
-        up_to_seq: int,
-        *,
-        persona_written: bool,
-        owner: LeaseOwner | None,
-    ) -> bool:
+    def scenes_done(self, scope_id: int, up_to_seq: int, *, owner: LeaseOwner | None) -> bool:
         """Mark queued memories up to `up_to_seq` as folded into the scenes."""
         now = time.time()
         with self.db.transaction() as conn:
@@ -480,13 +473,17 @@ class FormationRecords:
                 "failures = 0, retry_at = 0, last_error = ''",
                 (scope_id, now),
             )
-            if persona_written:
-                conn.execute(
-                    "UPDATE formation_scopes SET memories_since_persona = 0, persona_at = ? "
-                    "WHERE scope_id = ?",
-                    (now, scope_id),
-                )
         return True
+
+    def persona_done(self, scope_id: int) -> None:
+        """A valid persona answer (written or kept): the new-memory counter starts again."""
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO formation_scopes (scope_id, persona_at) VALUES (?, ?) "
+                "ON CONFLICT (scope_id) DO UPDATE SET memories_since_persona = 0, "
+                "persona_at = excluded.persona_at",
+                (scope_id, time.time()),
+            )
 
     def scenes_failed(self, scope_id: int, *, error: str, retry_at: float) -> None:
         """Count a failed scene/persona update (the queue stays)."""

@@ -1,0 +1,469 @@
+"""Consolidation: new memories against the scope's stored ones → validated writes.
+
+For each window's new memories, before anything is written:
+
+1. **Exact duplicates** (same fingerprint, `text.fingerprint`) of a stored memory or of an
+   earlier memory of the same batch are dropped without a model call.
+2. **Candidates** come from the same scope only, through the hybrid search (keyword and
+   embedding legs, each with `candidate_floor` as its threshold, top `candidate_top_k`), plus
+   earlier memories of the same batch whose embedding is at least as similar (G-X8). A memory
+   with no candidate is added without asking the model; a batch with none costs no call.
+3. **One decision call** per batch: add / update / merge / delete / skip for every new memory.
+4. **Validation** (G-X9): targets must be candidates of that memory; a decision for an unknown
+   memory is ignored; a missing or unknown decision means add; update with several targets is a
+   merge; update, merge or delete without a valid target is an add; a skip without candidates
+   is an add. Merged priorities stay in 0..100, and -1 survives only if an input had it (a
+   merge cannot mint an absolute rule). Merged activity times must parse and are the earliest
+   start and latest end of the inputs when the model gives none (compared as instants, G-X11).
+5. **Stable identity** (G-X10): an update keeps the target's id and creation time; a merge keeps
+   the oldest target's id and creation time and records the absorbed ids as `merged` versions;
+   situation label, session and sources are carried over, not replaced.
+
+The result is a `Plan`: rows to write and ids to delete. The pipeline embeds the plan's texts and
+then applies it in one transaction with the cursor move (`store._formation.commit`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+from langchain_core.runnables import RunnableConfig
+
+from langchain_tdai_recall.formation._llm import CallResult, StructuredCaller
+from langchain_tdai_recall.formation.config import ExtractionConfig
+from langchain_tdai_recall.formation.extraction import NewMemory, parse_activity_time
+from langchain_tdai_recall.formation.prompts import Lang, consolidation_system, consolidation_user
+from langchain_tdai_recall.formation.schemas import (
+    ConsolidationAnswer,
+    Decision,
+    InvalidAnswerError,
+    read_consolidation,
+)
+from langchain_tdai_recall.recall.search import Searcher
+from langchain_tdai_recall.store._history import Change
+from langchain_tdai_recall.store._sqlite import SqliteRecords
+from langchain_tdai_recall.text.fingerprint import content_fingerprint
+from langchain_tdai_recall.types import MemoryRecord
+
+__all__ = ["DECISIONS", "Consolidator", "Plan", "PlannedWrite"]
+
+logger = logging.getLogger(__name__)
+
+DECISIONS: Final = ("add", "update", "merge", "delete", "skip", "duplicate")
+"""Decision totals reported per run; `duplicate` = exact duplicates dropped before the model."""
+
+_SOURCE_LIMIT: Final = 50
+_ELLIPSIS: Final = "…"
+
+Embed = Callable[[list[str]], "npt.NDArray[np.float32] | None"]
+
+
+@dataclass(slots=True)
+class PlannedWrite:
+    """One row the plan writes."""
+
+    record: MemoryRecord
+    vector: npt.NDArray[np.float32] | None
+    """Known embedding of `record.content`, or `None` (embedded before the commit)."""
+    change: Change = "update"
+    related: tuple[str, ...] = ()
+    new: bool = True
+    """A new memory (checked again for exact duplicates at commit) rather than a stored one."""
+
+
+@dataclass(slots=True)
+class Plan:
+    """What consolidation decided for one batch."""
+
+    writes: list[PlannedWrite] = field(default_factory=list)
+    deletes: list[tuple[str, Change, tuple[str, ...]]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DECISIONS, 0))
+    invalid_decisions: int = 0
+    """Decisions that named unknown memories or targets and fell back to add (or were ignored)."""
+    call: CallResult | None = None
+    """The decision call, when one was made."""
+    error: str | None = None
+    """Set when the decision call failed: the batch must not be written."""
+
+
+@dataclass(slots=True)
+class _Slot:
+    record: MemoryRecord
+    vector: npt.NDArray[np.float32] | None
+    new: bool
+    change: Change = "update"
+    related: list[str] = field(default_factory=list)
+    alive: bool = True
+    changed: bool = False
+
+
+@dataclass(slots=True)
+class _Batch:
+    """The new memories of one plan, their candidates, and the stored memories they claim."""
+
+    fresh: Sequence[NewMemory]
+    new_slots: list[_Slot]
+    stored: dict[str, MemoryRecord]
+    offered: list[list[str]]
+    existing: dict[str, _Slot] = field(default_factory=dict)
+    """Stored id → its slot, once a decision targets it."""
+    gone: set[str] = field(default_factory=set)
+    """Stored ids deleted by an earlier decision of this batch."""
+
+    def target(self, alias: str, i: int) -> _Slot | None:
+        """The slot a decision for new memory `i` may target as `alias`, or `None`."""
+        if alias not in self.offered[i]:
+            return None
+        if alias.startswith("n"):
+            j = int(alias[1:]) - 1
+            slot = self.new_slots[j]
+            return slot if slot.alive and j < i else None
+        record = self.stored[alias]
+        if record.id in self.gone:
+            return None
+        slot = self.existing.setdefault(record.id, _Slot(record, None, False))
+        return slot if slot.alive else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Fold:
+    targets: list[_Slot]
+    memory: NewMemory
+    mine: _Slot
+    decision: Decision | None
+    action: str
+    now: str
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + _ELLIPSIS
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Consolidator:
+    """Plans the writes of one batch of new memories in one scope."""
+
+    def __init__(
+        self,
+        *,
+        db: SqliteRecords,
+        searcher: Searcher,
+        config: ExtractionConfig,
+        tz: Any,
+        timezone_name: str,
+        embed: Embed,
+    ) -> None:
+        self.db = db
+        self.searcher = searcher
+        self.config = config
+        self.tz = tz
+        self.timezone_name = timezone_name
+        self.embed = embed
+
+    # -- public --------------------------------------------------------------------------------
+
+    def plan(
+        self,
+        scope: tuple[str, str | None],
+        scope_id: int,
+        new: Sequence[NewMemory],
+        *,
+        session_key: str,
+        language: Lang,
+        caller: StructuredCaller | None,
+        run_config: RunnableConfig | None = None,
+    ) -> Plan:
+        """Decide what to write for `new` (see the module docstring)."""
+        plan = Plan()
+        now = _now()
+        fresh = self._drop_exact_duplicates(scope_id, new, plan)
+        if not fresh:
+            return plan
+        vectors = self.embed([m.content for m in fresh])
+        slots = [
+            _Slot(self._new_record(m, scope, session_key, now), _row(vectors, i), True)
+            for i, m in enumerate(fresh)
+        ]
+        stored, offered = self._candidates(scope, fresh, vectors)
+        asks = self.config.enable_dedup and caller is not None
+        if not asks or not any(offered):
+            plan.counts["add"] += len(slots)
+            plan.writes = [PlannedWrite(s.record, s.vector) for s in slots]
+            return plan
+        assert caller is not None
+        call = caller.call(
+            ConsolidationAnswer,
+            consolidation_system(language, language=language, timezone=self.timezone_name),
+            consolidation_user(
+                candidates=[self._candidate_item(a, r) for a, r in stored.items()],
+                new=[self._new_item(f"n{i + 1}", m, offered[i]) for i, m in enumerate(fresh)],
+            ),
+            config=run_config,
+        )
+        plan.call = call
+        if call.data is None:
+            plan.error = call.error or "the consolidation call failed"
+            return plan
+        try:
+            decisions = read_consolidation(call.data).answer.decisions
+        except InvalidAnswerError as exc:
+            plan.error = f"invalid consolidation answer: {exc}"
+            return plan
+        self._apply(plan, _Batch(fresh, slots, stored, offered), decisions, now)
+        return plan
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def _drop_exact_duplicates(
+        self, scope_id: int, new: Sequence[NewMemory], plan: Plan
+    ) -> list[NewMemory]:
+        known = self.db.existing_duplicates(scope_id, [m.content for m in new])
+        seen: set[str] = set()
+        fresh: list[NewMemory] = []
+        for memory in new:
+            key = content_fingerprint(memory.content)
+            if key in known or key in seen:
+                plan.counts["duplicate"] += 1
+                continue
+            seen.add(key)
+            fresh.append(memory)
+        return fresh
+
+    def _new_record(
+        self, m: NewMemory, scope: tuple[str, str | None], session_key: str, now: str
+    ) -> MemoryRecord:
+        return MemoryRecord(
+            id=f"m_{uuid.uuid4().hex}",
+            content=m.content,
+            type=m.type,
+            scene_name=m.situation,
+            priority=m.priority,
+            activity_start_time=m.activity_start_time,
+            activity_end_time=m.activity_end_time,
+            user_id=scope[0],
+            agent_id=scope[1],
+            session_key=session_key,
+            source_message_ids=m.source_ids,
+            created_at=now,
+            updated_at=now,
+        )
+
+    def _candidates(
+        self,
+        scope: tuple[str, str | None],
+        fresh: Sequence[NewMemory],
+        vectors: npt.NDArray[np.float32] | None,
+    ) -> tuple[dict[str, MemoryRecord], list[list[str]]]:
+        """(alias → stored candidate, per new memory the aliases offered to it)."""
+        floor = self.config.candidate_floor
+        stored: dict[str, MemoryRecord] = {}
+        alias_of: dict[str, str] = {}
+        offered: list[list[str]] = []
+        for i, memory in enumerate(fresh):
+            outcome = self.searcher.search(
+                scope,
+                "l1",
+                memory.content,
+                limit=self.config.candidate_top_k,
+                strategy="hybrid",
+                keyword_threshold=floor,
+                embedding_threshold=floor,
+            )
+            records = self.db.memories_by_rowid([h.rowid for h in outcome.hits], scope)
+            mine: list[str] = []
+            for hit in outcome.hits:
+                record = records.get(hit.rowid)
+                if record is None:
+                    continue
+                if record.id not in alias_of:
+                    alias_of[record.id] = f"c{len(alias_of) + 1}"
+                    stored[alias_of[record.id]] = record
+                mine.append(alias_of[record.id])
+            if vectors is not None:  # earlier memories of this batch (G-X8)
+                sims = vectors[:i] @ vectors[i] if i else np.empty(0, dtype=np.float32)
+                mine += [f"n{j + 1}" for j in range(i) if float(sims[j]) >= floor]
+            offered.append(mine)
+        return stored, offered
+
+    def _time_text(self, start: str | None, end: str | None) -> str:
+        if start and end:
+            return f"{start} .. {end}"
+        return start or end or ""
+
+    def _candidate_item(self, alias: str, record: MemoryRecord) -> dict[str, object]:
+        item: dict[str, object] = {
+            "id": alias,
+            "type": record.type,
+            "priority": record.priority,
+            "text": record.content,
+        }
+        when = self._time_text(record.activity_start_time, record.activity_end_time)
+        if when or record.timestamp:
+            item["time"] = when or record.timestamp
+        if record.scene_name:
+            item["situation"] = record.scene_name
+        item["stored"] = record.created_at[:10]
+        return item
+
+    def _new_item(self, alias: str, m: NewMemory, offered: list[str]) -> dict[str, object]:
+        item: dict[str, object] = {
+            "id": alias,
+            "type": m.type,
+            "priority": m.priority,
+            "text": m.content,
+        }
+        when = self._time_text(m.activity_start_time, m.activity_end_time)
+        if when:
+            item["time"] = when
+        if m.situation:
+            item["situation"] = m.situation
+        item["candidates"] = offered
+        return item
+
+    # -- applying decisions ----------------------------------------------------------------------
+
+    def _apply(
+        self,
+        plan: Plan,
+        batch: _Batch,
+        decisions: Sequence[Decision],
+        now: str,
+    ) -> None:
+        by_new: dict[int, Decision] = {}
+        for d in decisions:
+            key = d.new_id.strip()
+            index = int(key[1:]) - 1 if key[:1] == "n" and key[1:].isdigit() else -1
+            if not 0 <= index < len(batch.fresh) or index in by_new:
+                plan.invalid_decisions += 1
+                continue
+            by_new[index] = d
+        added: list[_Slot] = []
+        for i, memory in enumerate(batch.fresh):
+            mine = batch.new_slots[i]
+            decision = by_new.get(i)
+            action, targets = self._validated(plan, batch, i, decision)
+            plan.counts[action] += 1
+            if action == "skip":
+                mine.alive = False
+            elif action in ("add", "delete"):
+                for t in targets:  # delete: the contradicted memories go, the new one is added
+                    t.alive = False
+                    batch.gone.add(t.record.id)
+                    plan.deletes.append((t.record.id, "delete", (mine.record.id,)))
+                added.append(mine)
+            else:
+                mine.alive = False
+                self._combine(plan, _Fold(targets, memory, mine, decision, action, now))
+        plan.writes += [PlannedWrite(s.record, s.vector) for s in added if s.alive]
+        plan.writes += [
+            PlannedWrite(s.record, None, change=s.change, related=tuple(s.related), new=False)
+            for s in batch.existing.values()
+            if s.alive and s.changed
+        ]
+
+    @staticmethod
+    def _validated(
+        plan: Plan, batch: _Batch, i: int, decision: Decision | None
+    ) -> tuple[str, list[_Slot]]:
+        """The action actually taken for new memory `i`, and its valid target slots."""
+        action = decision.action if decision is not None else "add"
+        targets: list[_Slot] = []
+        for alias in dict.fromkeys(t.strip() for t in (decision.target_ids if decision else [])):
+            slot = batch.target(alias, i)
+            if slot is None:
+                plan.invalid_decisions += 1
+            elif slot is not batch.new_slots[i] and slot not in targets:
+                targets.append(slot)
+        if action == "skip" and not batch.offered[i]:
+            plan.invalid_decisions += 1
+            return "add", []
+        if action == "delete":
+            targets = [t for t in targets if not t.new]  # only stored memories can be deleted
+        if action in ("update", "merge", "delete") and not targets:
+            return "add", []
+        if action == "update" and len(targets) > 1:
+            return "merge", targets
+        if action in ("add", "skip"):
+            return action, []
+        return action, targets
+
+    def _combine(self, plan: Plan, fold: _Fold) -> None:
+        """Fold the new memory (and for a merge, the other targets) into the surviving target."""
+        targets, memory, mine, decision = fold.targets, fold.memory, fold.mine, fold.decision
+        stored_targets = sorted(
+            (t for t in targets if not t.new), key=lambda t: t.record.created_at
+        )
+        survivor = stored_targets[0] if stored_targets else targets[0]
+        others = [t for t in targets if t is not survivor]
+        inputs = [survivor.record, *(t.record for t in others), mine.record]
+        content = (decision.content or "").strip() if decision is not None else ""
+        if not content and fold.action == "update":
+            content = memory.content  # the correction replaces the old text
+        elif not content:  # a merge without a combined text: keep every input's text
+            glue = "；" if _is_cjk(memory.content) else " "
+            content = glue.join(dict.fromkeys(r.content for r in inputs))
+        content = _cut(content, self.config.content_max_chars)
+        kind = decision.type if decision is not None and decision.type else survivor.record.type
+        if any(r.priority == -1 for r in inputs):
+            priority = -1  # a standing rule stays one; a merge never mints one
+        elif decision is not None and decision.priority is not None:
+            priority = min(max(decision.priority, 0), 100)
+        else:
+            priority = max(r.priority for r in inputs)
+        start, end = self._times(decision, inputs)
+        sources = tuple(dict.fromkeys(s for r in inputs for s in r.source_message_ids))
+        survivor.record = replace(
+            survivor.record,
+            content=content,
+            type=kind,
+            priority=priority,
+            scene_name=survivor.record.scene_name or mine.record.scene_name,
+            activity_start_time=start,
+            activity_end_time=end,
+            source_message_ids=sources[:_SOURCE_LIMIT],
+            updated_at=fold.now,
+        )
+        survivor.vector = None
+        survivor.changed = True
+        if fold.action == "merge" or others:
+            survivor.change = "merge"
+        for other in others:
+            other.alive = False
+            if not other.new:
+                survivor.related.append(other.record.id)
+                plan.deletes.append((other.record.id, "merged", (survivor.record.id,)))
+
+    def _times(
+        self, decision: Decision | None, inputs: Sequence[MemoryRecord]
+    ) -> tuple[str | None, str | None]:
+        start = parse_activity_time(decision.activity_start, self.tz) if decision else None
+        end = parse_activity_time(decision.activity_end, self.tz, end=True) if decision else None
+        if start is None:
+            parsed = [parse_activity_time(r.activity_start_time, self.tz) for r in inputs]
+            known = [p for p in parsed if p is not None]
+            start = min(known, key=lambda p: p[1]) if known else None
+        if end is None:
+            parsed = [parse_activity_time(r.activity_end_time, self.tz, end=True) for r in inputs]
+            known = [p for p in parsed if p is not None]
+            end = max(known, key=lambda p: p[1]) if known else None
+        if start is not None and end is not None and end[1] < start[1]:
+            end = None
+        return (start[0] if start else None), (end[0] if end else None)
+
+
+def _row(vectors: npt.NDArray[np.float32] | None, i: int) -> npt.NDArray[np.float32] | None:
+    return None if vectors is None else vectors[i]
+
+
+def _is_cjk(text: str) -> bool:
+    return any("\u3400" <= ch <= "\u9fff" for ch in text)
