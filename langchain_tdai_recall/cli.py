@@ -615,9 +615,8 @@ def _add_extract_command(command: Callable[..., Any]) -> None:
 
 
 def _cmd_extract(args: argparse.Namespace) -> int:
-    from langchain_tdai_recall.memory import TdaiMemory  # noqa: PLC0415
-
     from langchain_tdai_recall.errors import ConfigError  # noqa: PLC0415
+    from langchain_tdai_recall.memory import TdaiMemory  # noqa: PLC0415
 
     if args.session and not (args.user or args.agent):
         msg = "--session needs --user (and --agent, if the session belongs to one)"
