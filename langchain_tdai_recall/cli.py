@@ -621,14 +621,17 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     if args.session and not (args.user or args.agent):
         msg = "--session needs --user (and --agent, if the session belongs to one)"
         raise ConfigError(msg)
-    model = args.model
-    config: Any = args.config
-    if model is None:
-        from langchain_tdai_recall.config import TdaiConfig  # noqa: PLC0415
+    from langchain_tdai_recall.config import TdaiConfig  # noqa: PLC0415
 
-        if TdaiConfig.coerce(config).extraction.model is None:
-            msg = "no chat model: pass --model PROVIDER:MODEL or set extraction.model in --config"
-            raise ConfigError(msg)
+    model = args.model
+    config = TdaiConfig.coerce(args.config)
+    if model is None and config.extraction.model is None:
+        msg = "no chat model: pass --model PROVIDER:MODEL or set extraction.model in --config"
+        raise ConfigError(msg)
+    # this command is the foreground run: no background scheduling next to it
+    config = config.model_copy(
+        update={"pipeline": config.pipeline.model_copy(update={"enabled": False})}
+    )
     with TdaiMemory.open(
         _store_path(args),
         embeddings=_embeddings(args.embeddings),

@@ -125,6 +125,9 @@ class ExtractionConfig(_SectionModel):
 class PipelineConfig(_SectionModel):
     """When formation runs (upstream `pipeline.*`)."""
 
+    enabled: bool = True
+    """Form memories in the background (turn counts, idle sessions, work pending at open).
+    `False` forms only on `extract()`, `flush()` and `close()`."""
     every_n_conversations: int = Field(default=5, ge=1, le=10_000)
     """Extract after every N captured turns of a session."""
     enable_warmup: bool = True

@@ -414,10 +414,11 @@ class Consolidator:
             content = glue.join(dict.fromkeys(r.content for r in inputs))
         content = _cut(content, self.config.content_max_chars)
         kind = decision.type if decision is not None and decision.type else survivor.record.type
+        given = decision.priority if decision is not None else None
         if any(r.priority == -1 for r in inputs):
             priority = -1  # a standing rule stays one; a merge never mints one
-        elif decision is not None and decision.priority is not None:
-            priority = min(max(decision.priority, 0), 100)
+        elif given is not None and given != -1:
+            priority = min(max(given, 0), 100)
         else:
             priority = max(r.priority for r in inputs)
         start, end = self._times(decision, inputs)

@@ -48,12 +48,9 @@ _GC_EVERY: Final = 256
 """Events between two evictions of long-quiet sessions from the scheduler's memory."""
 _LOCK_RETRY_S: Final = 30.0
 """When another process holds a scope's lease, try again after this long."""
-RESUME_DELAY_S: Final = 1.0
-"""Pending work found at open starts this long after it, so that an explicit `extract()`
-right after `open()` (the CLI) runs in the foreground with its progress bar."""
 
 Key = tuple[int, str]
-TimerKind = Literal["idle", "retry", "scenes", "lease", "scan"]
+TimerKind = Literal["idle", "retry", "scenes", "lease"]
 
 
 @dataclass(slots=True)
@@ -86,6 +83,7 @@ class FormationScheduler:
     ) -> None:
         self.engine = engine
         self.config = engine.config
+        self._background = engine.config.pipeline.enabled
         self._scope_id = scope_id
         self._inbox: queue.SimpleQueue[tuple[object, ...]] = queue.SimpleQueue()
         self._stop = threading.Event()
@@ -96,8 +94,6 @@ class FormationScheduler:
         self._running: dict[int, threading.Thread] = {}
         self._events = 0
         self._in_flight = 0
-        self._scans = 0
-        """Scans armed and not yet done (they count as work for `wait_idle`)."""
         self._idle = threading.Condition()
         self._thread = threading.Thread(target=self._loop, name="tdai-formation", daemon=True)
         self._thread.start()
@@ -106,15 +102,22 @@ class FormationScheduler:
 
     def notify(self, scope: Scope, session_key: str) -> None:
         """One captured turn of a session (cheap: one queue put)."""
-        self._put(("turn", scope, session_key, time.time()))
+        if self._background:
+            self._put(("turn", scope, session_key, time.time()))
 
     def end_session(self, scope: Scope, session_key: str) -> None:
         """Extract this session's pending turns now, in the background."""
-        self._put(("end", scope, session_key))
+        if self._background:
+            self._put(("end", scope, session_key))
 
-    def resume(self, delay_s: float = RESUME_DELAY_S) -> None:
-        """Look for pending work in the store and schedule it (at open, after `delay_s`)."""
-        self._put(("scan", time.time() + delay_s))
+    def resume(self) -> None:
+        """Schedule the work pending in the store now (called once, at open).
+
+        Only messages stored before this call count: turns captured afterwards follow the
+        usual thresholds.
+        """
+        if self._background:
+            self._put(("scan", self.engine.records.high_water()))
 
     def extract(
         self,
@@ -167,7 +170,7 @@ class FormationScheduler:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._idle:
             while True:
-                if not (self._running or self._queued or self._in_flight or self._scans):
+                if not (self._running or self._queued or self._in_flight):
                     return True
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
@@ -247,10 +250,9 @@ class FormationScheduler:
             if sid is not None:
                 self._enqueue(sid, scope, key, "session_end")
         elif kind == "scan":
-            due = item[1]
-            assert isinstance(due, float)
-            self._scans += 1
-            self._arm(due, "scan", 0)
+            mark = item[1]
+            assert isinstance(mark, int)
+            self._scan(mark)
         elif kind == "done":
             done_id, result, background = item[1], item[2], item[3]
             assert isinstance(done_id, int) and isinstance(result, RunResult)
@@ -320,10 +322,6 @@ class FormationScheduler:
         now = time.time()
         while self._timers and self._timers[0][0] <= now:
             _, _, kind, scope_id, key = heapq.heappop(self._timers)
-            if kind == "scan":
-                self._scan()
-                self._scans -= 1
-                continue
             if kind in ("scenes", "lease"):
                 scope = self._scope_of(scope_id)
                 if scope is None:
@@ -408,10 +406,10 @@ class FormationScheduler:
             state.counted_at = time.time()
             self._consider(scope_id, key, state, reason="turns")
 
-    def _scan(self) -> None:
+    def _scan(self, mark: int) -> None:
         records = self.engine.records
         now = time.time()
-        for p in records.pending():
+        for p in records.pending(up_to=mark):
             scope = Scope(p.user_id, p.agent_id)
             state = self._session(p.scope_id, scope, p.session_key)
             state.last_active = state.last_active or now

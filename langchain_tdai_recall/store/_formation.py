@@ -208,10 +208,23 @@ class FormationRecords:
             int(row[0]), int(row[1]), str(row[2]), int(row[3]), float(row[4]), str(row[5])
         )
 
+    def high_water(self) -> int:
+        """The largest L0 row id so far (0 when there is none)."""
+        with self.db.reading() as conn:
+            (top,) = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM messages").fetchone()
+        return int(top)
+
     def pending(
-        self, scope_id: int | None = None, session_key: str | None = None
+        self,
+        scope_id: int | None = None,
+        session_key: str | None = None,
+        *,
+        up_to: int | None = None,
     ) -> list[PendingSession]:
-        """Sessions with messages past their cursor (one scope, one session, or all)."""
+        """Sessions with messages past their cursor (one scope, one session, or all).
+
+        With `up_to`, only messages with row ids up to it are considered.
+        """
         sql = (
             "SELECT m.scope_id, s.user_id, s.agent_id, m.session_key, "
             "COUNT(*), SUM(m.role = 'user'), "
@@ -229,6 +242,9 @@ class FormationRecords:
         if session_key is not None:
             sql += " AND m.session_key = ?"
             params.append(session_key)
+        if up_to is not None:
+            sql += " AND m.rowid <= ?"
+            params.append(up_to)
         sql += " GROUP BY m.scope_id, m.session_key ORDER BY MIN(m.rowid)"
         with self.db.reading() as conn:
             rows = conn.execute(sql, params).fetchall()
