@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel
 
 from langchain_tdai_recall.formation.config import StructuredOutputMethod
@@ -196,6 +196,7 @@ class StructuredCaller:
     ) -> None:
         self.model = model
         self.timeout_s = timeout_s
+        self._structured: dict[type[BaseModel], Runnable[Any, Any]] = {}
         if method == "auto":
             method = "function_calling" if supports_tools(model) else "prompt"
         self.method: StructuredOutputMethod = method
@@ -291,11 +292,11 @@ class StructuredCaller:
                 msg = f"expected an AIMessage, got {type(reply).__name__}"
                 raise InvalidAnswerError(msg)
             return self._from_message(reply, None), reply
-        runnable = self.model.with_structured_output(
-            schema,
-            method=self.method,
-            include_raw=True,
-        )
+        runnable = self._structured.get(schema)
+        if runnable is None:  # built once per schema: construction is not free
+            runnable = self._structured[schema] = self.model.with_structured_output(
+                schema, method=self.method, include_raw=True
+            )
         out = runnable.invoke([SystemMessage(content=system), HumanMessage(content=user)], config)
         if not isinstance(out, dict):
             msg = f"expected the raw and parsed answer, got {type(out).__name__}"

@@ -4,9 +4,10 @@ For each window's new memories, before anything is written:
 
 1. **Exact duplicates** (same fingerprint, `text.fingerprint`) of a stored memory or of an
    earlier memory of the same batch are dropped without a model call.
-2. **Candidates** come from the same scope only, through the hybrid search (keyword and
-   embedding legs, each with `candidate_floor` as its threshold, top `candidate_top_k`), plus
-   earlier memories of the same batch whose embedding is at least as similar (G-X8). A memory
+2. **Candidates** come from the same scope only, through the hybrid search's two legs on the
+   scope's index (keyword relevance and cosine similarity, each with `candidate_floor` as its
+   threshold, fused by reciprocal rank, top `candidate_top_k`), plus earlier memories of the
+   same batch whose embedding is at least as similar (G-X8). A memory
    with no candidate is added without asking the model; a batch with none costs no call.
 3. **One decision call** per batch: add / update / merge / delete / skip for every new memory.
 4. **Validation** (G-X9): targets must be candidates of that memory; a decision for an unknown
@@ -46,7 +47,7 @@ from langchain_tdai_recall.formation.schemas import (
     InvalidAnswerError,
     read_consolidation,
 )
-from langchain_tdai_recall.recall.search import Searcher
+from langchain_tdai_recall.recall.search import RRF_K, Searcher
 from langchain_tdai_recall.store._history import Change
 from langchain_tdai_recall.store._sqlite import SqliteRecords
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
@@ -264,33 +265,53 @@ class Consolidator:
         fresh: Sequence[NewMemory],
         vectors: npt.NDArray[np.float32] | None,
     ) -> tuple[dict[str, MemoryRecord], list[list[str]]]:
-        """(alias → stored candidate, per new memory the aliases offered to it)."""
+        """(alias → stored candidate, per new memory the aliases offered to it).
+
+        The two legs of the hybrid search run on the scope's index with the memories' own
+        document embeddings (computed once per batch for the writes anyway): no query
+        embedding per memory. A hit must reach `candidate_floor` in its leg; the legs are
+        fused by reciprocal rank and the top `candidate_top_k` kept.
+        """
         floor = self.config.candidate_floor
+        top_k = self.config.candidate_top_k
+        index = self.searcher.store.index(scope, "l1")
         stored: dict[str, MemoryRecord] = {}
         alias_of: dict[str, str] = {}
         offered: list[list[str]] = []
+        ranked: list[list[int]] = []
         for i, memory in enumerate(fresh):
-            outcome = self.searcher.search(
-                scope,
-                "l1",
-                memory.content,
-                limit=self.config.candidate_top_k,
-                strategy="hybrid",
-                keyword_threshold=floor,
-                embedding_threshold=floor,
-            )
-            records = self.db.memories_by_rowid([h.rowid for h in outcome.hits], scope)
+            fused: dict[int, float] = {}
+            if index is not None and index.meta:
+                legs: list[list[int]] = []
+                if vectors is not None:
+                    ids, _ = index.vector_search(
+                        vectors[i], min_score=floor, limit=top_k, allowed=None
+                    )
+                    legs.append([int(r) for r in ids])
+                hits = index.keyword_search(
+                    index.tokenizer.query(memory.content),
+                    min_relevance=floor,
+                    limit=top_k,
+                    allowed=None,
+                )
+                legs.append([int(r) for r in hits.ids])
+                for leg in legs:
+                    for rank, rowid in enumerate(leg, start=1):
+                        fused[rowid] = fused.get(rowid, 0.0) + 1.0 / (RRF_K + rank)
+            ranked.append(sorted(fused, key=lambda r: (-fused[r], r))[:top_k])
+        records = self.db.memories_by_rowid(sorted({r for rows in ranked for r in rows}), scope)
+        for i in range(len(fresh)):
             mine: list[str] = []
-            for hit in outcome.hits:
-                record = records.get(hit.rowid)
+            for rowid in ranked[i]:
+                record = records.get(rowid)
                 if record is None:
                     continue
                 if record.id not in alias_of:
                     alias_of[record.id] = f"c{len(alias_of) + 1}"
                     stored[alias_of[record.id]] = record
                 mine.append(alias_of[record.id])
-            if vectors is not None:  # earlier memories of this batch (G-X8)
-                sims = vectors[:i] @ vectors[i] if i else np.empty(0, dtype=np.float32)
+            if vectors is not None and i:  # earlier memories of this batch (G-X8)
+                sims = vectors[:i] @ vectors[i]
                 mine += [f"n{j + 1}" for j in range(i) if float(sims[j]) >= floor]
             offered.append(mine)
         return stored, offered

@@ -93,3 +93,23 @@ def test_zh_eval_script_runs(tmp_path: Path, embeddings: str) -> None:
         assert absent["n"] == 2
         assert 0.0 <= absent["share_injecting_nothing"] <= 1.0
     assert payload["results"]["keyword"]["ranking"]["by_kind"]["keyword"]["recall@5"] == 1.0
+
+
+def test_formation_oracle_script_runs(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "_bench_formation", ROOT / "benchmarks" / "formation" / "locomo_oracle.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    out = tmp_path / "formation.json"
+    args = ["--data", str(FIXTURES / "locomo"), "--embeddings", "hash", "--out", str(out)]
+    assert module.main([*args, "--overhead-rounds", "1", "--quiet"]) == 0
+    payload = json.loads(out.read_text(encoding="utf-8"))
+    storage = payload["quality"]["storage"]
+    assert storage["stored_pct"] == 100.0 and storage["duplicates"] == 0
+    assert storage["unexpected"] == 0
+    assert payload["quality"]["calls"]["oracle_unaligned_windows"] == 0
+    prompt = payload["quality"]["prompt_chars"]
+    assert prompt["max"] <= prompt["bound"]
