@@ -99,6 +99,8 @@ class FormationCall:
     system: str
     user: str
     answer: Any = field(repr=False)
+    tools: tuple[str, ...] = ()
+    """Names of the tools bound for the call (the structured-output schema, if any)."""
 
     @property
     def prompt_chars(self) -> int:
@@ -281,10 +283,12 @@ class ScriptedFormationModel(BaseChatModel):
             time.sleep(self.delay_s)
         system = next((str(m.content) for m in messages if m.type == "system"), "")
         user = next((str(m.content) for m in reversed(messages) if m.type == "human"), "")
-        kind, schema = self._kind(system, list(kwargs.get("tools") or []))
+        tools = list(kwargs.get("tools") or [])
+        kind, schema = self._kind(system, tools)
         answer = self._wrap(kind, self._answer(kind, system, user))
+        names = tuple(str(t.get("function", {}).get("name", "")) for t in tools)
         with self._lock:
-            self._calls.append(FormationCall(kind, system, user, answer))
+            self._calls.append(FormationCall(kind, system, user, answer, names))
         if isinstance(answer, AIMessage):
             message = answer
         elif isinstance(answer, str):

@@ -207,7 +207,6 @@ class Oracle:
 def formation_config(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     cfg: dict[str, Any] = {
         "timezone": TIMEZONE,
-        "extraction": {"maxMemoriesPerSession": 100},
         "pipeline": {"l1IdleTimeoutSeconds": 3600, "closeTimeoutSeconds": 600},
     }
     for key, value in (extra or {}).items():

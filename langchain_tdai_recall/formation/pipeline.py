@@ -55,7 +55,12 @@ from langchain_tdai_recall.formation.schemas import (
     read_extraction,
 )
 from langchain_tdai_recall.recall.search import Searcher
-from langchain_tdai_recall.store._formation import FormationRecords, LeaseOwner, Upsert
+from langchain_tdai_recall.store._formation import (
+    FormationRecords,
+    LeaseOwner,
+    PendingSession,
+    Upsert,
+)
 from langchain_tdai_recall.store.store import MemoryStore
 
 __all__ = ["FormationEngine", "RunRequest", "RunResult"]
@@ -248,10 +253,7 @@ class FormationEngine:
             return RunResult(report.build(), (), (), None, locked=True)
         try:
             budget = self.config.extraction.max_windows_per_run
-            sessions = self.records.pending(request.scope_id)
-            for pending in sessions:
-                if request.sessions is not None and pending.session_key not in request.sessions:
-                    continue
+            for pending in self._pending(request):
                 if not request.force and pending.state.retry_at > time.time():
                     continue  # backing off after a failure
                 report.bump("sessions")
@@ -280,12 +282,19 @@ class FormationEngine:
             except Exception as exc:  # the store is closed: the lease expires by itself
                 logger.debug("could not release the formation lease: %s", exc)
         try:
-            left = self.records.pending(request.scope_id)
+            left = self._pending(request)
             report.bump("pending_messages", sum(p.messages for p in left))
         except Exception as exc:
             logger.debug("could not count pending messages: %s", exc)
         report.bump("elapsed_ms", (time.perf_counter() - started) * 1000)
         return RunResult(report.build(), tuple(formed), tuple(failed), scenes_due)
+
+    def _pending(self, request: RunRequest) -> list[PendingSession]:
+        """The request's sessions with messages past their cursor."""
+        if request.sessions is None:
+            return self.records.pending(request.scope_id)
+        found = (self.records.backlog(request.scope_id, key) for key in request.sessions)
+        return [p for p in found if p is not None]
 
     def _session(
         self,
@@ -526,10 +535,7 @@ class FormationEngine:
         )
         if not due:
             return
-        recent = self.store.db.list_memories(
-            request.scope_id, request.scope, type=None, limit=None, offset=0
-        )
-        recent.sort(key=lambda m: m.updated_at, reverse=True)
+        recent = self.records.recent_memories(request.scope_id, request.scope, 60)
         lang = self._language([m.content for m in recent[:30]] or [s.summary for s in scenes])
         outcome = self.scenes.update_persona(
             request.scope,

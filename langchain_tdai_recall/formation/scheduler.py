@@ -264,10 +264,10 @@ class FormationScheduler:
         state = self._sessions.get((scope_id, key))
         if state is None:
             stored = self.engine.records.session(scope_id, key)
-            pending = self.engine.records.pending(scope_id, key)
+            backlog = self.engine.records.backlog(scope_id, key)
             state = _Session(
                 scope=scope,
-                turns=pending[0].user_turns if pending else 0,
+                turns=backlog.user_turns if backlog else 0,
                 warmup=stored.warmup,
                 retry_at=stored.retry_at,
                 counted_at=time.time(),
@@ -399,10 +399,9 @@ class FormationScheduler:
         for (sid, key), state in list(self._sessions.items()):
             if sid != scope_id:
                 continue
-            pending = records.pending(scope_id, key)
-            stored = records.session(scope_id, key)
-            state.turns = pending[0].user_turns if pending else 0
-            state.retry_at = stored.retry_at
+            backlog = records.backlog(scope_id, key)
+            state.turns = backlog.user_turns if backlog else 0
+            state.retry_at = backlog.state.retry_at if backlog else 0.0
             state.counted_at = time.time()
             self._consider(scope_id, key, state, reason="turns")
 

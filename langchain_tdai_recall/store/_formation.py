@@ -223,7 +223,9 @@ class FormationRecords:
     ) -> list[PendingSession]:
         """Sessions with messages past their cursor (one scope, one session, or all).
 
-        With `up_to`, only messages with row ids up to it are considered.
+        With `up_to`, only messages with row ids up to it are considered. This reads every
+        message of the scopes involved: it serves `flush()`, `extract()` and the scan at open;
+        per-session bookkeeping uses `backlog`.
         """
         sql = (
             "SELECT m.scope_id, s.user_id, s.agent_id, m.session_key, "
@@ -262,6 +264,45 @@ class FormationRecords:
             )
             for r in rows
         ]
+
+    def backlog(self, scope_id: int, session_key: str) -> PendingSession | None:
+        """One session's state and the messages past its cursor (an index range, not a scan).
+
+        `None` when nothing is pending.
+        """
+        state = self.session(scope_id, session_key)
+        with self.db.reading() as conn:
+            row = conn.execute(
+                "SELECT COUNT(*), COALESCE(SUM(role = 'user'), 0) FROM messages "
+                "WHERE scope_id = ? AND session_key = ? AND rowid > ?",
+                (scope_id, session_key, state.cursor),
+            ).fetchone()
+            scope = conn.execute(
+                "SELECT user_id, agent_id FROM scopes WHERE scope_id = ?", (scope_id,)
+            ).fetchone()
+        if not row or not row[0] or scope is None:
+            return None
+        return PendingSession(
+            scope_id=scope_id,
+            user_id=str(scope[0]),
+            agent_id=str(scope[1]) or None,
+            session_key=session_key,
+            state=state,
+            messages=int(row[0]),
+            user_turns=int(row[1]),
+        )
+
+    def recent_memories(
+        self, scope_id: int, user: tuple[str, str | None], limit: int
+    ) -> list[MemoryRecord]:
+        """The scope's most recently written memories, newest first."""
+        with self.db.reading() as conn:
+            rows = conn.execute(
+                f"SELECT {_MEMORY_COLS} FROM memories WHERE scope_id = ? "
+                "ORDER BY updated_at DESC, rowid DESC LIMIT ?",
+                (scope_id, limit),
+            ).fetchall()
+        return [_memory(r, user) for r in rows]
 
     def record_failure(
         self, scope_id: int, session_key: str, *, error: str, retry_at: float

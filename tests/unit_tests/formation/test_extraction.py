@@ -189,3 +189,19 @@ def test_standing_rules_need_the_users_own_words() -> None:
         allow_standing_rules=False,
     )
     assert out.memories[0].priority == STANDING_RULE_FALLBACK
+
+
+def test_G_X13_prompts_state_the_language_and_leak_no_other_language() -> None:
+    from langchain_tdai_recall.formation.extraction import window_language
+    from langchain_tdai_recall.formation.prompts import extraction_system, extraction_user
+
+    zh = window(msg(1, "我下周去京都旅行。"), msg(2, "好的", role="assistant"))
+    en = window(msg(1, "I am flying to Kyoto next week."), msg(2, "好的", role="assistant"))
+    assert window_language(zh, "auto") == "zh" and window_language(en, "auto") == "en"
+    assert window_language(en, "zh") == "zh"  # configured wins
+    system = extraction_system("en", language="en", timezone="Asia/Tokyo")
+    user = extraction_user("en", timezone="Asia/Tokyo", situation="", background=[], messages=[])
+    assert "English" in system and "Asia/Tokyo" in system and "Asia/Tokyo" in user
+    assert not any("\u4e00" <= ch <= "\u9fff" for ch in system + user)  # no 无 / 未知情境
+    zh_system = extraction_system("zh", language="zh", timezone="+08:00")
+    assert "中文" in zh_system and "+08:00" in zh_system

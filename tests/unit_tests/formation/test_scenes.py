@@ -152,9 +152,43 @@ def test_G_X16_the_model_gets_no_tools_and_no_files(open_memory: OpenMemory) -> 
     model = scenes_model([create("Running")])
     memory = open_memory(model)
     form(memory, ["I run."])
+    schemas = {
+        "extract": "ExtractionAnswer",
+        "scenes": "SceneAnswer",
+        "persona": "PersonaAnswer",
+        "consolidate": "ConsolidationAnswer",
+    }
     assert {c.kind for c in model.calls} >= {"extract", "scenes", "persona"}
-    for call in model.calls:  # only the answer schema is bound: no read/write/edit tools
-        assert "write_to_file" not in call.system and "read_file" not in call.system
+    for call in model.calls:  # only its answer schema: no read/write/edit tools, no paths
+        assert call.tools == (schemas[call.kind],)
+        assert memory.path is None or str(memory.path) not in call.system + call.user
+
+
+def test_G_X14_scene_input_keeps_type_priority_situation_and_time(open_memory: OpenMemory) -> None:
+    seen: list[SceneRequest] = []
+
+    def scenes(request: SceneRequest) -> Any:
+        seen.append(request)
+        return []
+
+    def extract(window: Any) -> Any:
+        return {
+            "situation": "trip planning",
+            "memories": [
+                {
+                    "content": "The user flies to Kyoto on May 20.",
+                    "type": "episodic",
+                    "priority": 75,
+                    "activity_start": "2025-05-20",
+                }
+            ],
+        }
+
+    memory = open_memory(ScriptedFormationModel(extract=extract, scenes=scenes))
+    form(memory, ["Kyoto on May 20!"])
+    (item,) = seen[0].memories
+    assert item["type"] == "episodic" and item["priority"] == 75
+    assert item["situation"] == "trip planning" and item["time"] == "2025-05-20"
 
 
 def test_a_persona_is_written_once_scenes_exist(open_memory: OpenMemory) -> None:
