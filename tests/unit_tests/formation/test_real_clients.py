@@ -21,6 +21,9 @@ from tests.unit_tests.formation.conftest import FAST
 openai = pytest.importorskip("langchain_openai")
 anthropic = pytest.importorskip("langchain_anthropic")
 
+# the only network these tests use: the local server on the loopback interface
+pytestmark = pytest.mark.allow_hosts(["127.0.0.1"])
+
 
 def extract(window: FormationWindow) -> Any:
     return {
