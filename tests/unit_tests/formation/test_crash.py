@@ -130,7 +130,7 @@ def stored(path: Path, users: list[str]) -> list[str]:
     [("extract", 3), ("embed", 2), ("write", 5)],
     ids=["during-the-model-call", "during-embedding", "inside-the-commit-transaction"],
 )
-def test_kill_9_mid_run_then_rerun_no_duplicate_no_loss(
+def test_G_X7_kill_9_mid_run_then_rerun_no_duplicate_no_loss(
     tmp_path: Path, where: str, stall_at: int
 ) -> None:
     path = tmp_path / "store"
@@ -159,7 +159,7 @@ def test_kill_9_mid_run_then_rerun_no_duplicate_no_loss(
     assert final == sorted(f"Memory of u1 fact {t}" for t in range(20))
 
 
-def test_two_processes_sharing_a_store_form_each_window_once(tmp_path: Path) -> None:
+def test_G_X18_two_processes_sharing_a_store_form_each_window_once(tmp_path: Path) -> None:
     path = tmp_path / "store"
     users = [f"u{i}" for i in range(6)]
     record(path, users, turns=6)  # 6 scopes × 3 windows
