@@ -329,13 +329,6 @@ class StructuredCaller:
             raise InvalidAnswerError(exc.args[0], message) from exc
 
 
-def describe(data: Any) -> str:
-    """A short, text-free description of an answer for DEBUG logs."""
-    if isinstance(data, dict):
-        return "{" + ", ".join(f"{k}: {type(v).__name__}" for k, v in data.items()) + "}"
-    return type(data).__name__
-
-
 def resolve_chat_model(value: BaseChatModel | str) -> BaseChatModel:
     """A chat model object, or one built by `init_chat_model` from a string.
 

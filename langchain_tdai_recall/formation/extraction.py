@@ -73,8 +73,6 @@ class Window:
     """Earlier messages shown for context, oldest first."""
     start_cursor: int
     """The cursor before this window."""
-    truncated_messages: int = 0
-    """New messages cut to `message_chars` in the prompt."""
 
     @property
     def end_cursor(self) -> int:
@@ -158,8 +156,7 @@ def build_window(
             break
         background.insert(0, row)
         budget -= size
-    cut = sum(1 for m in picked if len(m.content) > config.message_chars)
-    return Window(tuple(picked), tuple(background), start_cursor, truncated_messages=cut)
+    return Window(tuple(picked), tuple(background), start_cursor)
 
 
 def _local_time(recorded_at: str, tz: Any) -> str:

@@ -85,12 +85,6 @@ def parse_section(text: str, tag: str) -> list[dict[str, object]]:
     return out
 
 
-def section_text(text: str, tag: str) -> str:
-    """The raw text of one section (for the persona section, which is Markdown)."""
-    match = re.search(rf"<{tag}>\n(.*?)\n?</{tag}>", text, re.DOTALL)
-    return match.group(1) if match else ""
-
-
 # -- extraction ---------------------------------------------------------------------------------
 
 _EXTRACTION_EN: Final = """\

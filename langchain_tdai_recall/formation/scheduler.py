@@ -25,6 +25,7 @@ Runs go to at most `pipeline.max_concurrent_runs` daemon threads, one run per sc
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import queue
@@ -135,8 +136,8 @@ class FormationScheduler:
         same scope to finish first (up to `deadline`, a `time.monotonic()` value).
         """
         builder = ReportBuilder()
+        budget = self.config.extraction.max_windows_per_run
         for scope_id, scope in targets:
-            wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             request = RunRequest(
                 scope_id=scope_id,
                 scope=(scope.user_id, scope.agent_id),
@@ -144,10 +145,24 @@ class FormationScheduler:
                 force=True,
                 reason=reason,
             )
-            result = self.engine.run(request, config=config, progress=progress, wait_s=wait)
-            builder.add(result.report)
-            self._put(("done", scope_id, result, False))
-        return builder.build()
+            left_before = 0
+            while True:  # a run stops after `max_windows_per_run` windows: go on until done
+                wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                result = self.engine.run(request, config=config, progress=progress, wait_s=wait)
+                builder.bump("pending_messages", -left_before)  # only the last run's count
+                builder.add(result.report)
+                left_before = result.report.pending_messages
+                self._put(("done", scope_id, result, False))
+                report = result.report
+                more = report.windows >= budget and not report.failed_windows
+                if not more or result.locked or report.errors:
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+        report = builder.build()
+        if report.scopes > len(targets):  # several runs of one scope: count the scope once
+            report = dataclasses.replace(report, scopes=len(targets))
+        return report
 
     def _put(self, item: tuple[object, ...]) -> None:
         with self._idle:

@@ -20,7 +20,6 @@ Exactly-once rests on three facts kept here:
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import socket
 import time
@@ -562,22 +561,3 @@ class FormationRecords:
         current = self.db.get_memory(scope_id, memory_id, user)
         with self.db.reading() as conn:
             return versions(conn, scope_id, memory_id, user, current)
-
-    def memory_rows(
-        self, scope_id: int, ids: Sequence[str], user: tuple[str, str | None]
-    ) -> dict[str, MemoryRecord]:
-        """Current rows of the given ids (missing ones are left out)."""
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        with self.db.reading() as conn:
-            rows = conn.execute(
-                f"SELECT {_MEMORY_COLS} FROM memories WHERE scope_id = ? AND id IN ({marks})",
-                [scope_id, *ids],
-            ).fetchall()
-        return {str(r[1]): _memory(r, user) for r in rows}
-
-
-def dumps(value: object) -> str:
-    """Compact JSON (for error details)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -115,16 +115,18 @@ def test_G_X2_every_message_past_the_cursor_is_extracted_in_windows(
     assert all(len(c.user.split('"id":"m')) - 1 <= 7 for c in model.calls_of("extract"))
 
 
-def test_windows_past_the_run_budget_stay_pending_for_the_next_run(
-    open_memory: OpenMemory,
-) -> None:
+def test_runs_stop_at_their_window_budget_and_extract_goes_on(open_memory: OpenMemory) -> None:
     memory = open_memory(config={"extraction": {"windowMessages": 2, "maxWindowsPerRun": 3}})
     say(memory, [f"fact {i}" for i in range(10)])
-    first = memory.extract()
-    assert first.windows == 3 and first.pending_messages == 14
-    memory.extract()
-    memory.extract()
-    assert memory.extract().pending_messages == 0
+    scope_id = memory._store.scope_id(memory.scope())
+    assert scope_id is not None
+    engine = memory._formation.engine  # type: ignore[union-attr]
+    from langchain_tdai_recall.formation.pipeline import RunRequest
+
+    one = engine.run(RunRequest(scope_id=scope_id, scope=memory.scope(), force=True))
+    assert one.report.windows == 3 and one.report.pending_messages == 14  # a run is bounded
+    report = memory.extract()  # explicit extraction runs until nothing is left
+    assert report.windows == 7 and report.pending_messages == 0 and report.scopes == 1
     assert len(contents(memory)) == 10
 
 
