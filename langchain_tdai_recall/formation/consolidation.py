@@ -51,7 +51,7 @@ from langchain_tdai_recall.recall.search import RRF_K, Searcher
 from langchain_tdai_recall.store._history import Change
 from langchain_tdai_recall.store._sqlite import SqliteRecords
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
-from langchain_tdai_recall.types import MemoryRecord
+from langchain_tdai_recall.types import MemoryRecord, Scope
 
 __all__ = ["DECISIONS", "Consolidator", "Plan", "PlannedWrite"]
 
@@ -175,7 +175,7 @@ class Consolidator:
 
     def plan(
         self,
-        scope: tuple[str, str | None],
+        scope: Scope,
         scope_id: int,
         new: Sequence[NewMemory],
         *,
@@ -185,6 +185,7 @@ class Consolidator:
         run_config: RunnableConfig | None = None,
     ) -> Plan:
         """Decide what to write for `new` (see the module docstring)."""
+        key = (scope.user_id, scope.agent_id)
         plan = Plan()
         now = _now()
         fresh = self._drop_exact_duplicates(scope_id, new, plan)
@@ -192,10 +193,10 @@ class Consolidator:
             return plan
         vectors = self.embed([m.content for m in fresh])
         slots = [
-            _Slot(self._new_record(m, scope, session_key, now), _row(vectors, i), True)
+            _Slot(self._new_record(m, key, session_key, now), _row(vectors, i), True)
             for i, m in enumerate(fresh)
         ]
-        stored, offered = self._candidates(scope, fresh, vectors)
+        stored, offered = self._candidates(key, fresh, vectors)
         asks = self.config.enable_dedup and caller is not None
         if not asks or not any(offered):
             plan.counts["add"] += len(slots)

@@ -62,6 +62,7 @@ from langchain_tdai_recall.store._formation import (
     Upsert,
 )
 from langchain_tdai_recall.store.store import MemoryStore
+from langchain_tdai_recall.types import Scope
 
 __all__ = ["FormationEngine", "RunRequest", "RunResult"]
 
@@ -78,13 +79,18 @@ class RunRequest:
     """What one run should do."""
 
     scope_id: int
-    scope: tuple[str, str | None]
+    scope: Scope
     sessions: tuple[str, ...] | None = None
     """Only these sessions (`None`: every session with pending messages)."""
     force: bool = False
     """Ignore retry backoff and the scene interval (explicit `extract()` / flush)."""
     reason: str = "manual"
     """Why the run happens (`turns`, `idle`, `flush`, `open`, `close`, `manual`, …)."""
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """The scope as the store's (user_id, agent_id) key."""
+        return (self.scope.user_id, self.scope.agent_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +213,8 @@ class FormationEngine:
             dispatch_custom_event(
                 EXTRACTION_EVENT,
                 report.event(
-                    user_id=request.scope[0],
-                    agent_id=request.scope[1],
+                    user_id=request.scope.user_id,
+                    agent_id=request.scope.agent_id,
                     reason=request.reason,
                     sessions_formed=list(result.formed_sessions),
                     sessions_failed=list(result.failed_sessions),
@@ -472,7 +478,7 @@ class FormationEngine:
         now = time.time()
         pipe = self.config.pipeline
         seq, memories, queued = self.records.scene_queue(
-            request.scope_id, request.scope, persona_cfg.scene_batch
+            request.scope_id, request.key, persona_cfg.scene_batch
         )
         if queued and not request.force:
             due = max(state.scenes_at + pipe.l2_min_interval_seconds, state.retry_at)
@@ -513,7 +519,7 @@ class FormationEngine:
             changed += outcome.changed_names
             self.records.scenes_done(request.scope_id, seq, owner=self.owner)
             seq, memories, queued = self.records.scene_queue(
-                request.scope_id, request.scope, persona_cfg.scene_batch
+                request.scope_id, request.key, persona_cfg.scene_batch
             )
         if scenes_ok:
             self._persona_step(request, changed, report, config)
@@ -528,14 +534,14 @@ class FormationEngine:
     ) -> None:
         docs = self.store.documents
         state = self.records.scope_state(request.scope_id)
-        has_persona = docs.get_persona(request.scope) is not None
-        scenes = docs.list_scenes(request.scope)
+        has_persona = docs.get_persona(request.key) is not None
+        scenes = docs.list_scenes(request.key)
         due = (not has_persona and bool(scenes)) or (
             state.memories_since_persona >= self.config.persona.trigger_every_n
         )
         if not due:
             return
-        recent = self.records.recent_memories(request.scope_id, request.scope, 60)
+        recent = self.records.recent_memories(request.scope_id, request.key, 60)
         lang = self._language([m.content for m in recent[:30]] or [s.summary for s in scenes])
         outcome = self.scenes.update_persona(
             request.scope,

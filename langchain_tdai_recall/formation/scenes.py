@@ -47,7 +47,7 @@ from langchain_tdai_recall.formation.schemas import (
     read_scenes,
 )
 from langchain_tdai_recall.store._documents import DocumentStore, normalize_scene_name
-from langchain_tdai_recall.types import MemoryRecord, SceneBlock, SceneInfo
+from langchain_tdai_recall.types import MemoryRecord, SceneBlock, SceneInfo, Scope
 
 __all__ = ["PersonaOutcome", "SceneOutcome", "SceneWriter"]
 
@@ -59,7 +59,7 @@ _PERSONA_MEMORIES: Final = 30
 _ELLIPSIS: Final = "…"
 _WORD_RE: Final = re.compile(r"[\u3400-\u9fff]|[^\W_]{3,}")
 
-Scope = tuple[str, str | None]
+Key = tuple[str, str | None]
 
 
 @dataclass(slots=True)
@@ -226,8 +226,9 @@ class SceneWriter:
         run_config: RunnableConfig | None = None,
     ) -> SceneOutcome:
         """One scene call for `memories`; edits applied only if the whole answer is usable."""
+        key = (scope.user_id, scope.agent_id)
         outcome = SceneOutcome()
-        current = self._current(scope, memories)
+        current = self._current(key, memories)
         cfg = self.config
         system = scenes_system(
             language,
@@ -260,14 +261,14 @@ class SceneWriter:
             return outcome
         pending = self._validate(edits, current, outcome)
         try:
-            outcome.changed_names = self._write(scope, current, pending)
+            outcome.changed_names = self._write(key, current, pending)
         except Exception as exc:  # restored by _write; the queue stays for a retry
             outcome.error = f"writing scenes failed: {type(exc).__name__}: {exc}"
             outcome.created = outcome.updated = outcome.merged = outcome.deleted = 0
             outcome.changed_names = []
         return outcome
 
-    def _current(self, scope: Scope, memories: Sequence[MemoryRecord]) -> _Current:
+    def _current(self, scope: Key, memories: Sequence[MemoryRecord]) -> _Current:
         infos = self.documents.list_scenes(scope)
         blocks: dict[str, tuple[SceneBlock, str]] = {}
         for info in infos:
@@ -312,7 +313,7 @@ class SceneWriter:
                 check.delete(name)
         return check.pending
 
-    def _write(self, scope: Scope, current: _Current, pending: _Pending) -> list[str]:
+    def _write(self, scope: Key, current: _Current, pending: _Pending) -> list[str]:
         docs = self.documents
         touched = list(dict.fromkeys([*pending.writes, *pending.removes]))
         snapshot = {n: current.blocks.get(n) for n in touched}
@@ -357,15 +358,16 @@ class SceneWriter:
         run_config: RunnableConfig | None = None,
     ) -> PersonaOutcome:
         """One persona call; the stored persona changes only on a valid `rewrite`."""
+        key = (scope.user_id, scope.agent_id)
         outcome = PersonaOutcome()
         docs = self.documents
-        current = docs.get_persona(scope) or ""
-        infos = docs.list_scenes(scope)
+        current = docs.get_persona(key) or ""
+        infos = docs.list_scenes(key)
         names = list(dict.fromkeys([*changed_scenes, *(i.name for i in infos)]))
         scenes: list[dict[str, object]] = []
         used = 0
         for name in names:
-            block = docs.read_scene(scope, name)
+            block = docs.read_scene(key, name)
             if block is None:
                 continue
             if used + len(block.body) > _SHOWN_CHARS and scenes:
@@ -406,7 +408,7 @@ class SceneWriter:
         if text == current.strip():
             outcome.kept = True
             return outcome
-        docs.set_persona(scope, text)
+        docs.set_persona(key, text)
         outcome.written = True
         return outcome
 

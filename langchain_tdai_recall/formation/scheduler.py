@@ -140,7 +140,7 @@ class FormationScheduler:
         for scope_id, scope in targets:
             request = RunRequest(
                 scope_id=scope_id,
-                scope=(scope.user_id, scope.agent_id),
+                scope=scope,
                 sessions=(session_key,) if session_key is not None else None,
                 force=True,
                 reason=reason,
@@ -375,7 +375,7 @@ class FormationScheduler:
             job = self._queued.pop(scope_id)
             request = RunRequest(
                 scope_id=scope_id,
-                scope=(job.scope.user_id, job.scope.agent_id),
+                scope=job.scope,
                 sessions=tuple(sorted(job.sessions)) if job.sessions is not None else None,
                 reason=job.reason,
             )

@@ -39,7 +39,7 @@ from langchain_tdai_recall.formation.consolidation import Consolidator, Plan
 from langchain_tdai_recall.formation.extraction import NewMemory
 from langchain_tdai_recall.formation.prompts import detect_language
 from langchain_tdai_recall.store._formation import FormationRecords, Upsert
-from langchain_tdai_recall.types import MemoryRecord, MemoryType
+from langchain_tdai_recall.types import MemoryRecord, MemoryType, Scope
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.formation._llm import StructuredCaller
@@ -212,7 +212,7 @@ class _Writer:
             source_ids=(),
         )
         return self.consolidator.plan(
-            self.scope,
+            Scope(*self.scope),
             self.scope_id,
             [new],
             session_key=self.session,

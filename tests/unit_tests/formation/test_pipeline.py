@@ -122,8 +122,10 @@ def test_runs_stop_at_their_window_budget_and_extract_goes_on(open_memory: OpenM
     assert scope_id is not None
     engine = memory._formation.engine  # type: ignore[union-attr]
     from langchain_tdai_recall.formation.pipeline import RunRequest
+    from langchain_tdai_recall.types import Scope
 
-    one = engine.run(RunRequest(scope_id=scope_id, scope=memory.scope(), force=True))
+    scope = Scope(*memory.scope())
+    one = engine.run(RunRequest(scope_id=scope_id, scope=scope, force=True))
     assert one.report.windows == 3 and one.report.pending_messages == 14  # a run is bounded
     report = memory.extract()  # explicit extraction runs until nothing is left
     assert report.windows == 7 and report.pending_messages == 0 and report.scopes == 1
