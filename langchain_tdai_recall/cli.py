@@ -4,8 +4,11 @@ Usage (also `python -m langchain_tdai_recall ...`)::
 
     tdai-recall demo                                   # offline tour, in-memory store
     tdai-recall add "The user is vegetarian." --type persona
+    tdai-recall list --type persona | get ID | delete ID [ID ...]
     tdai-recall search "what does the user eat?" --limit 3
     tdai-recall recall "Plan dinner for Friday"        # both injected blocks and the scores
+    tdai-recall export --persona --scenes -o backup.jsonl
+    tdai-recall import-jsonl backup.jsonl              # re-imports an export losslessly
     tdai-recall import-upstream ~/.openclaw/memory-tdai
     tdai-recall extract --model openai:gpt-4o-mini    # form memories from the conversations
     tdai-recall stats
@@ -13,33 +16,45 @@ Usage (also `python -m langchain_tdai_recall ...`)::
 
 Common options (before or after the subcommand): `--store PATH` (default: `$TDAI_RECALL_STORE`,
 else `./tdai-store`; `:memory:` for a throw-away store), `--user`, `--agent`, `--config FILE`,
-`--embeddings default|none|hash`, `--json`, `-v`/`-q`.
+`--embeddings default|none|hash`, `--json`, `--progress`/`--no-progress`, `-v`/`-q`.
 
-Results go to standard output (`--json` for machine-readable output); logs and progress bars go
-to standard error. Every error prints one line and exits with status 1.
+Only `add`, `import-jsonl`, `import-upstream` and `demo --store` create a store; every other
+command refuses a path that holds no store. Results go to standard output (`--json` for
+machine-readable output); logs and progress bars go to standard error. Every error prints one
+line and exits with status 1; when the reader of standard output goes away (`| head`), the
+command stops quietly with status 141, as a process ended by SIGPIPE does.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 from langchain_tdai_recall.errors import TdaiRecallError
+from langchain_tdai_recall.store._sqlite import DB_FILENAME
 from langchain_tdai_recall.types import MEMORY_TYPES
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
+    from langchain_tdai_recall._jsonl import Item
     from langchain_tdai_recall.memory import TdaiMemory
-    from langchain_tdai_recall.types import ImportReport, MemoryHit, MessageHit, RecallResult
+    from langchain_tdai_recall.types import (
+        ImportReport,
+        MemoryHit,
+        MemoryRecord,
+        MessageHit,
+        RecallResult,
+    )
 
 __all__ = ["DEFAULT_STORE", "STORE_ENV", "build_parser", "main"]
 
@@ -55,6 +70,12 @@ HASH_DIMS: Final = 64
 """Dimension of the `--embeddings hash` test embedder."""
 MAX_SKIPPED_SHOWN: Final = 20
 """Skipped import items listed in text output (all of them with `-v` or `--json`)."""
+EXIT_BROKEN_PIPE: Final = 141
+"""Exit status when standard output is closed by its reader (128 + SIGPIPE)."""
+IMPORT_BATCH: Final = 500
+"""Records written per call by `import-jsonl`."""
+EXPORT_PAGE: Final = 1000
+"""Memories read per call by `export`."""
 
 _LOGGER_NAME: Final = "langchain_tdai_recall"
 
@@ -129,6 +150,23 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         default=default(False),
         help="machine-readable output",
     )
+    progress = group.add_mutually_exclusive_group()
+    progress.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_const",
+        const=True,
+        default=default(None),
+        help="always draw progress bars on stderr (default: only on a terminal)",
+    )
+    progress.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_const",
+        const=False,
+        default=default(None),
+        help="never draw progress bars",
+    )
     group.add_argument(
         "-v",
         "--verbose",
@@ -202,18 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
         "import a data directory of the original TencentDB Agent Memory plugin",
     )
     p.add_argument("dir", metavar="DIR", help="e.g. ~/.openclaw/memory-tdai")
-    prog_group = p.add_mutually_exclusive_group()
-    prog_group.add_argument(
-        "--progress",
-        dest="progress",
-        action="store_const",
-        const=True,
-        default=None,
-        help="always draw progress bars (default: only on a terminal)",
-    )
-    prog_group.add_argument(
-        "--no-progress", dest="progress", action="store_const", const=False, help="never"
-    )
+
+    _add_record_commands(command)
 
     command("stats", _cmd_stats, "counts per layer and scope, embedder and index sizes")
 
@@ -227,6 +255,53 @@ def build_parser() -> argparse.ArgumentParser:
         help="use the original plugin's camelCase keys",
     )
     return parser
+
+
+def _add_record_commands(
+    command: Callable[[str, Callable[[argparse.Namespace], int], str], Any],
+) -> None:
+    """`list`, `get`, `delete`, `export` and `import-jsonl`."""
+    p = command("list", _cmd_list, "list the L1 memories of the scope, oldest first")
+    p.add_argument("--type", choices=MEMORY_TYPES, help="only this memory type")
+    p.add_argument("--limit", type=_count, help="at most this many (default: all)")
+    p.add_argument("--offset", type=_count, default=0, help="skip this many first")
+
+    p = command("get", _cmd_get, "print one memory of the scope with all its fields")
+    p.add_argument("id", metavar="ID", help="memory id")
+
+    p = command("delete", _cmd_delete, "delete memories of the scope by id")
+    p.add_argument("ids", metavar="ID", nargs="+", help="memory ids")
+
+    p = command(
+        "export",
+        _cmd_export,
+        "write memories (and optionally personas and scenes) as JSON Lines that import-jsonl "
+        "reads back; every scope with records unless --user or --agent is given",
+    )
+    p.add_argument(
+        "-o", "--output", metavar="FILE", default="-", help="output file (default: stdout)"
+    )
+    p.add_argument("--persona", action="store_true", help="also export the persona (L3)")
+    p.add_argument("--scenes", action="store_true", help="also export the scene blocks (L2)")
+
+    p = command(
+        "import-jsonl",
+        _cmd_import_jsonl,
+        "import a JSON Lines file (an export, or one memory object per line); nothing is "
+        "written unless every line is valid",
+    )
+    p.add_argument("file", metavar="FILE", help="JSONL file, or '-' for stdin")
+
+
+def _count(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        msg = f"expected a non-negative integer, got {value!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return number
 
 
 def _limit(value: str) -> int:
@@ -251,7 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: Arguments without the program name; `None` reads `sys.argv[1:]`.
 
     Returns:
-        The exit status: 0 on success, 1 on any error.
+        The exit status: 0 on success, 1 on any error, 130 when interrupted, 141 when the
+        reader of standard output went away.
     """
     parser = build_parser()
     try:
@@ -265,26 +341,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous_level = package_logger.level
     handler = _setup_logging(args.verbose - args.quiet)
     try:
-        result: int = args.func(args)
-    except TdaiRecallError as exc:
-        _error(str(exc))
-        return 1
-    except OSError as exc:
-        _error(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
-        return 1
-    except KeyboardInterrupt:
-        _error("interrupted")
-        return 130
+        return _run(args)
     finally:
         package_logger.removeHandler(handler)
         package_logger.setLevel(previous_level)
         handler.close()
-    return result
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the chosen command; every failure becomes one line on stderr and an exit status."""
+    status = 1
+    try:
+        status = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+    except BrokenPipeError:
+        _discard_stdout()
+        status = EXIT_BROKEN_PIPE
+    except (TdaiRecallError, _UsageError) as exc:
+        _error(str(exc))
+    except OSError as exc:
+        _error(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
+    except KeyboardInterrupt:
+        _error("interrupted")
+        status = 130
+    except Exception as exc:  # a bug: still one line, the traceback with -vv
+        logger.debug("unexpected error", exc_info=True)
+        _error(f"unexpected {type(exc).__name__}: {exc} (run with -vv for the traceback)")
+    return status
 
 
 def _error(message: str) -> None:
     one_line = " ".join(message.split())
     print(f"{PROG}: error: {one_line}", file=sys.stderr)
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        fd = sys.stdout.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except (AttributeError, OSError, ValueError):  # in-process callers (tests) have no fd
+        return
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def _setup_logging(level: int) -> logging.Handler:
@@ -326,9 +427,45 @@ def _embeddings(name: str) -> Embeddings | Literal["default"] | None:
 
 
 def _open(args: argparse.Namespace, path: Path | None) -> TdaiMemory:
+    """Open (creating on first use) the store at `path`; for commands that write."""
     from langchain_tdai_recall.memory import TdaiMemory  # noqa: PLC0415 - keeps --help fast
 
-    return TdaiMemory.open(path, embeddings=_embeddings(args.embeddings), config=args.config)
+    return TdaiMemory.open(
+        path,
+        embeddings=_embeddings(args.embeddings),
+        config=args.config,
+        show_progress=args.progress,
+    )
+
+
+def _open_existing(args: argparse.Namespace) -> TdaiMemory:
+    """Open the store of `--store` only if it exists: read commands never create one.
+
+    Raises:
+        _UsageError: If the path does not exist or holds no memory store.
+    """
+    path = _existing_store_path(args)
+    # Read-only open: pass read_only=True here for list/get/search/recall/stats/export
+    # once TdaiMemory.open supports it; `delete` keeps opening for writing.
+    return _open(args, path)
+
+
+def _existing_store_path(args: argparse.Namespace) -> Path | None:
+    """The path of `--store` when a store exists there (or `None` for `:memory:`).
+
+    Raises:
+        _UsageError: If the path does not exist or holds no memory store.
+    """
+    path = _store_path(args)
+    if path is not None and not (path / DB_FILENAME).is_file():
+        what = "does not exist" if not path.exists() else "holds no memory store"
+        msg = (
+            f"{path} {what}; pass the directory of an existing store with --store (or "
+            f"${STORE_ENV}), or create one with '{PROG} add', '{PROG} import-jsonl' or "
+            f"'{PROG} import-upstream'"
+        )
+        raise _UsageError(msg)
+    return path
 
 
 def _warm_up(memory: TdaiMemory) -> None:
@@ -438,7 +575,43 @@ def _recall_json(result: RecallResult | None) -> Any:
 # Commands
 
 
+def _parse_time(value: str) -> dt.datetime | dt.date | None:
+    text = value.strip()
+    try:
+        if len(text) == 10:
+            return dt.date.fromisoformat(text)
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None  # the library reports the bad value with its own message
+
+
+def _check_activity_order(start: str | None, end: str | None) -> None:
+    """Refuse an activity that ends before it starts.
+
+    Two date-times with the same kind of zone information are compared exactly; otherwise the
+    calendar dates are (a date, or a time without a zone, has no exact instant to compare).
+    """
+    if not start or not end:
+        return
+    first, last = _parse_time(start), _parse_time(end)
+    if first is None or last is None:
+        return
+    if (
+        isinstance(first, dt.datetime)
+        and isinstance(last, dt.datetime)
+        and (first.tzinfo is None) == (last.tzinfo is None)
+    ):
+        inverted = last < first
+    else:
+        as_date = [x.date() if isinstance(x, dt.datetime) else x for x in (first, last)]
+        inverted = as_date[1] < as_date[0]
+    if inverted:
+        msg = f"--end {end!r} is before --start {start!r}; swap them or fix the date"
+        raise _UsageError(msg)
+
+
 def _cmd_add(args: argparse.Namespace) -> int:
+    _check_activity_order(args.start, args.end)
     with _open(args, _store_path(args)) as memory:
         record = memory.add_memory(
             args.content,
@@ -462,7 +635,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
-    with _open(args, _store_path(args)) as memory:
+    with _open_existing(args) as memory:
         _warm_up(memory)
         if args.messages:
             msgs: list[MessageHit] = memory.search_conversations(
@@ -499,7 +672,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 
 def _cmd_recall(args: argparse.Namespace) -> int:
-    with _open(args, _store_path(args)) as memory:
+    with _open_existing(args) as memory:
         _warm_up(memory)
         result = memory.recall(
             args.text, session_key=args.session, user_id=args.user, agent_id=args.agent
@@ -543,7 +716,7 @@ def _render_import(report: ImportReport, seconds: float, *, verbose: bool) -> li
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    with _open(args, _store_path(args)) as memory:
+    with _open_existing(args) as memory:
         stats = (
             memory.stats(user_id=args.user, agent_id=args.agent)
             if (args.user or args.agent)
@@ -567,6 +740,278 @@ def _cmd_stats(args: argparse.Namespace) -> int:
                 f"{s.user_id:<20} {s.agent_id or '(shared)':<16} {s.memories:>7} "
                 f"{s.messages:>7} {s.scenes:>4}  {'yes' if s.has_persona else '-'}"
             )
+    return 0
+
+
+def _scope_text(memory: TdaiMemory, args: argparse.Namespace) -> str:
+    scope = memory.scope(args.user, args.agent)
+    user, agent = scope.user_id, scope.agent_id
+    return f"user {user!r}" + (f", agent {agent!r}" if agent else "")
+
+
+def _record_tag(record: MemoryRecord) -> str:
+    return record.type + (f"|{record.scene_name}" if record.scene_name else "")
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    with _open_existing(args) as memory:
+        records = memory.list_memories(
+            user_id=args.user,
+            agent_id=args.agent,
+            type=args.type,
+            limit=args.limit,
+            offset=args.offset,
+        )
+    if args.json:
+        _print_json(records)
+        return 0
+    if not records:
+        print("(no memories)")
+    for record in records:
+        print(
+            f"{record.id}  [{_record_tag(record)}]  p{record.priority}  "
+            f"{_one_line(record.content, 80)}"
+        )
+    return 0
+
+
+def _cmd_get(args: argparse.Namespace) -> int:
+    with _open_existing(args) as memory:
+        record = memory.get_memory(args.id, user_id=args.user, agent_id=args.agent)
+        if record is None:
+            msg = f"no memory {args.id!r} for {_scope_text(memory, args)}; see '{PROG} list'"
+            raise _UsageError(msg)
+    if args.json:
+        _print_json(record)
+        return 0
+    for name, value in _to_jsonable(record).items():
+        if name == "content":
+            continue
+        if value not in (None, "", []):
+            print(f"{name + ':':<21}{value}")
+    print(f"\n{record.content}")
+    return 0
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
+    deleted: list[str] = []
+    missing: list[str] = []
+    with _open_existing(args) as memory:
+        for memory_id in dict.fromkeys(args.ids):
+            found = memory.delete_memory(memory_id, user_id=args.user, agent_id=args.agent)
+            (deleted if found else missing).append(memory_id)
+        scope = _scope_text(memory, args)
+    if args.json:
+        _print_json({"deleted": deleted, "missing": missing})
+    else:
+        for memory_id in deleted:
+            print(f"deleted {memory_id}")
+    if missing:
+        rest = "the other ids were deleted" if deleted else "nothing was deleted"
+        msg = f"no memory {', '.join(repr(m) for m in missing)} for {scope}; {rest}"
+        raise _UsageError(msg)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# export / import-jsonl (the format is described in `_jsonl`)
+
+
+def _export_lines(
+    memory: TdaiMemory, args: argparse.Namespace, counts: dict[str, int]
+) -> Iterator[str]:
+    from langchain_tdai_recall import _jsonl  # noqa: PLC0415
+    from langchain_tdai_recall._progress import progress  # noqa: PLC0415
+
+    if args.user is not None or args.agent is not None:
+        scopes = [(s.user_id, s.agent_id) for s in [memory.scope(args.user, args.agent)]]
+        total = memory.stats(user_id=args.user, agent_id=args.agent).memories
+    else:  # every scope with records (an administrative export, like `stats`)
+        stats = memory.stats()
+        scopes = [(s.user_id, s.agent_id) for s in stats.scopes]
+        total = stats.memories
+    yield _jsonl.header_line()
+    with progress(total, desc="exporting memories", enabled=args.progress) as bar:
+        for user, agent in scopes:
+            offset = 0
+            while True:
+                page = memory.list_memories(
+                    user_id=user, agent_id=agent, limit=EXPORT_PAGE, offset=offset
+                )
+                for record in page:
+                    yield _jsonl.memory_line(record)
+                counts["memories"] += len(page)
+                bar.update(len(page))
+                offset += len(page)
+                if len(page) < EXPORT_PAGE:
+                    break
+            if args.persona:
+                text = memory.get_persona(user_id=user, agent_id=agent)
+                if text is not None:
+                    counts["personas"] += 1
+                    yield _jsonl.persona_line(user, agent, text)
+            if args.scenes:
+                for info in memory.list_scenes(user_id=user, agent_id=agent):
+                    block = memory.read_scene(info.name, user_id=user, agent_id=agent)
+                    if block is not None:
+                        counts["scenes"] += 1
+                        yield _jsonl.scene_line(user, agent, block)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    counts = {"memories": 0, "personas": 0, "scenes": 0}
+    to_stdout = args.output == "-"
+    with _open_existing(args) as memory:
+        if to_stdout:
+            for line in _export_lines(memory, args, counts):
+                sys.stdout.write(line + "\n")
+            return 0
+        target = Path(args.output).expanduser()
+        partial = target.with_name(f".{target.name}.partial")
+        try:
+            with partial.open("w", encoding="utf-8", newline="\n") as out:
+                for line in _export_lines(memory, args, counts):
+                    out.write(line + "\n")
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
+    if args.json:
+        _print_json({"output": str(target), **counts})
+    else:
+        print(
+            f"exported {counts['memories']} memories, {counts['personas']} personas and "
+            f"{counts['scenes']} scenes to {target}"
+        )
+    return 0
+
+
+def _read_items(name: str) -> list[Item]:
+    from langchain_tdai_recall._jsonl import parse_lines  # noqa: PLC0415
+
+    if name == "-":
+        return list(parse_lines(sys.stdin))
+    path = Path(name).expanduser()
+    if not path.is_file():
+        msg = f"{path} {'is not a file' if path.exists() else 'does not exist'}"
+        raise _UsageError(msg)
+    with path.open(encoding="utf-8-sig") as fh:
+        return list(parse_lines(fh))
+
+
+def _batches(
+    items: Sequence[Item], scope: Callable[[Item], tuple[str | None, str | None]]
+) -> Iterator[list[Item]]:
+    """Consecutive items that one call can write.
+
+    Memories or messages of one scope (and session), up to `IMPORT_BATCH` of them; a persona or
+    scene line is a batch of its own.
+    """
+    batch: list[Item] = []
+    key: object = None
+    for item in items:
+        item_key: object = (item.kind, scope(item))
+        if item.kind == "message":
+            item_key = (item_key, item.data.get("session_key", ""), item.data.get("session_id", ""))
+        single = item.kind in ("persona", "scene")
+        if batch and (item_key != key or single or len(batch) >= IMPORT_BATCH):
+            yield batch
+            batch = []
+        batch.append(item)
+        key = item_key
+    if batch:
+        yield batch
+
+
+def _write_batch(
+    memory: TdaiMemory, batch: list[Item], scope: tuple[str | None, str | None]
+) -> tuple[str, int]:
+    """Write one batch; returns (counter name, how many were written)."""
+    user_id, agent_id = scope
+    first = batch[0]
+    if first.kind == "memory":
+        records = [item.data for item in batch]
+        written = memory.add_memories(
+            records, user_id=user_id, agent_id=agent_id, show_progress=False
+        )
+        return "memories", len(written)
+    if first.kind == "message":
+        messages = [
+            {k: v for k, v in item.data.items() if k not in ("session_key", "session_id")}
+            for item in batch
+        ]
+        kept = memory.record_messages(
+            messages,
+            session_key=first.data.get("session_key", ""),
+            session_id=first.data.get("session_id", ""),
+            user_id=user_id,
+            agent_id=agent_id,
+        )
+        return "messages", kept
+    if first.kind == "persona":
+        memory.set_persona(first.data["text"], user_id=user_id, agent_id=agent_id)
+        return "personas", 1
+    data = first.data
+    memory.upsert_scene(
+        data["name"],
+        summary=data.get("summary", ""),
+        body=data["body"],
+        heat=data.get("heat"),
+        user_id=user_id,
+        agent_id=agent_id,
+    )
+    return "scenes", 1
+
+
+def _check_items(
+    items: Sequence[Item], scope: Callable[[Item], tuple[str | None, str | None]]
+) -> None:
+    """Write everything to a throw-away in-memory store first, naming the first bad line."""
+    from langchain_tdai_recall._jsonl import JsonlError  # noqa: PLC0415
+    from langchain_tdai_recall.memory import TdaiMemory  # noqa: PLC0415
+
+    with TdaiMemory.open(None, embeddings=None) as scratch:
+        for batch in _batches(items, scope):
+            try:
+                _write_batch(scratch, batch, scope(batch[0]))
+            except TdaiRecallError:
+                for item in batch:  # a failed batch wrote nothing; find its first bad line
+                    try:
+                        _write_batch(scratch, [item], scope(item))
+                    except TdaiRecallError as exc:
+                        msg = f"line {item.line}: {exc}; nothing was imported"
+                        raise JsonlError(msg) from exc
+                raise
+
+
+def _cmd_import_jsonl(args: argparse.Namespace) -> int:
+    from langchain_tdai_recall._progress import progress  # noqa: PLC0415
+
+    started = time.perf_counter()
+    items = _read_items(args.file)
+    override = args.user is not None or args.agent is not None
+
+    def scope(item: Item) -> tuple[str | None, str | None]:
+        return (args.user, args.agent) if override else (item.user_id, item.agent_id)
+
+    _check_items(items, scope)
+    counts = {"memories": 0, "messages": 0, "personas": 0, "scenes": 0}
+    with (
+        _open(args, _store_path(args)) as memory,
+        progress(len(items), desc="importing", enabled=args.progress) as bar,
+    ):
+        for batch in _batches(items, scope):
+            name, written = _write_batch(memory, batch, scope(batch[0]))
+            counts[name] += written
+            bar.update(len(batch))
+    elapsed = time.perf_counter() - started
+    if args.json:
+        _print_json({"source": args.file, "lines": len(items), **counts})
+    else:
+        print(
+            f"imported {len(items)} lines from {args.file} in {elapsed:.1f} s: "
+            f"{counts['memories']} memories, {counts['messages']} new messages, "
+            f"{counts['personas']} personas, {counts['scenes']} scenes"
+        )
     return 0
 
 
@@ -600,18 +1045,6 @@ def _add_extract_command(command: Callable[..., Any]) -> None:
         "extraction.model of --config); its LangChain provider package must be installed",
     )
     p.add_argument("--session", help="only this session (of the --user/--agent scope)")
-    group = p.add_mutually_exclusive_group()
-    group.add_argument(
-        "--progress",
-        dest="progress",
-        action="store_const",
-        const=True,
-        default=None,
-        help="always draw the progress bar (default: only on a terminal)",
-    )
-    group.add_argument(
-        "--no-progress", dest="progress", action="store_const", const=False, help="never"
-    )
 
 
 def _cmd_extract(args: argparse.Namespace) -> int:
@@ -633,9 +1066,10 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         update={"pipeline": config.pipeline.model_copy(update={"enabled": False})}
     )
     with TdaiMemory.open(
-        _store_path(args),
+        _existing_store_path(args),
         embeddings=_embeddings(args.embeddings),
         config=config,
+        show_progress=args.progress,
         extraction_model=model,
     ) as memory:
         report = memory.extract(

@@ -3,17 +3,27 @@
 Python code builds configuration by field name (`RecallConfig(max_results=3)`); dictionaries and
 JSON files may also use the camelCase keys of the original TencentDB Agent Memory plugin
 (`{"recall": {"maxResults": 3, "scoreThreshold": 0.4}}`). Every field is bounded, and a bad value
-raises `ConfigError` naming the field, the value and the allowed range. `0` disables only the two
-budget limits, as documented on those fields; everything else is switched off with `enabled`.
+raises `ConfigError` naming the field, the value and the allowed range. `0` disables the two
+budget limits; `recall.max_results = 0` and `recall.timeout_ms = 0` keep the original plugin's
+effect (documented on those fields); everything else is switched off with `enabled`.
+
+Every valid configuration of the original plugin loads. Its keys that have no effect here (the
+embedding provider settings, the `bm25`, `llm`, `report`, ... sections) are
+listed in `_UPSTREAM_ONLY_KEYS`: they are accepted and named in one INFO log line, never their
+values. A misspelt key of this package is still an error. When a later feature gives one of
+those sections a meaning, its entry in that table is replaced by a real field.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, Literal, Self
+from types import MappingProxyType
+from typing import Any, ClassVar, Final, Literal, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -21,7 +31,7 @@ from pydantic.alias_generators import to_camel
 
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.formation.config import ExtractionConfig, PersonaConfig, PipelineConfig
-from langchain_tdai_recall.types import Language, OnError, Strategy
+from langchain_tdai_recall.types import LanguageSetting, OnError, Strategy
 
 __all__ = [
     "CaptureConfig",
@@ -32,8 +42,75 @@ __all__ = [
     "ToolsConfig",
 ]
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_USER_ID: Final = "default_user"
 """User id used when none is given (the upstream plugin's actor id)."""
+
+DEFAULT_RECALL_TIMEOUT_MS: Final = 5000
+"""Default bound on one whole recall."""
+
+_UPSTREAM_ONLY_KEYS: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
+    {
+        # top level: sections for other backends, the original's own LLM runner and reporting
+        # (`extraction`, `pipeline` and `persona` are memory formation's sections here)
+        "": frozenset(
+            {
+                "bm25",
+                "llm",
+                "offload",
+                "report",
+                "storeBackend",
+                "tcvdb",
+            }
+        ),
+        # the embedder is a LangChain `Embeddings` object given to `TdaiMemory.open`
+        "embedding": frozenset(
+            {
+                "apiKey",
+                "baseUrl",
+                "captureTimeoutMs",
+                "conflictRecallTopK",
+                "dimensions",
+                "enabled",
+                "model",
+                "modelCacheDir",
+                "provider",
+                "proxyUrl",
+                "sendDimensions",
+                "timeoutMs",
+            }
+        ),
+        # retention and agent exclusion of the original's capture
+        "capture": frozenset(
+            {"allowAggressiveCleanup", "cleanTime", "excludeAgents", "l0l1RetentionDays"}
+        ),
+    }
+)
+"""Keys of the original plugin's configuration that have no effect here, per section (`""` is the
+top level; a key names a whole section there). They are accepted, and one INFO line names them
+(never their values, which may hold API keys). This is the one place to edit when a section
+gains a meaning: replace its entry here with a field holding a real config model."""
+
+_UPSTREAM_MOVED_KEYS: Final[Mapping[tuple[str, str], tuple[str, str]]] = MappingProxyType(
+    {
+        # the scene limit also bounds the scene navigation (persona.max_scenes keeps it too)
+        ("persona", "maxScenes"): ("recall", "max_scenes"),
+        # consolidation candidates per new memory are an extraction setting here
+        ("embedding", "conflictRecallTopK"): ("extraction", "candidate_top_k"),
+    }
+)
+"""Original keys whose setting lives in another section here: (section, key) -> (section, field).
+Used when the destination is not set explicitly."""
+
+
+def derive_query_timeout_ms(recall_timeout_ms: int) -> int:
+    """The query-embedding bound used when `embedding.query_timeout_ms` is not set.
+
+    Two fifths of the recall timeout (at least 1 ms): the embedding leg gets most of the time it
+    could use while keyword search, persona and scenes keep the rest.
+    """
+    return max(1, recall_timeout_ms * 2 // 5)
 
 
 def _problems(exc: ValidationError) -> list[tuple[str, str]]:
@@ -72,11 +149,42 @@ class _ConfigModel(BaseModel):
         use_attribute_docstrings=True,
     )
 
+    _section: ClassVar[str] = ""
+    """Dotted name of this model's section in `TdaiConfig` (`""` for the top level)."""
+
     def __init__(self, /, **data: Any) -> None:
         try:
             super().__init__(**data)
         except ValidationError as exc:
             raise _config_error(exc) from exc
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_upstream_keys(cls, data: Any) -> Any:
+        """Translate the original plugin's keys, drop those with no effect and log them once.
+
+        Nested sections are handled by the outermost model, so one validation logs one line.
+        """
+        if not isinstance(data, dict):
+            return data
+        notes: list[str] = []
+        data = cls._translate_upstream(data, notes)
+        data, ignored = _drop_upstream_only(cls, data, f"{cls._section}." if cls._section else "")
+        if ignored:
+            notes.insert(
+                0,
+                "accepted keys of the original plugin that have no effect here: "
+                + ", ".join(ignored),
+            )
+        if notes:
+            logger.info("configuration: %s", "; ".join(notes))
+        return data
+
+    @classmethod
+    def _translate_upstream(cls, data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+        """Hook for original keys that map onto this package's settings; appends log notes."""
+        del notes
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
@@ -94,29 +202,75 @@ class _ConfigModel(BaseModel):
 class RecallConfig(_ConfigModel):
     """Automatic recall before each model call (SPEC §2)."""
 
+    _section: ClassVar[str] = "recall"
+
     enabled: bool = True
     """Run recall at all. `False` makes `recall()` return `None`."""
-    max_results: int = Field(default=5, ge=1, le=50)
-    """Top-k L1 memories injected per turn."""
+    max_results: int = Field(default=5, ge=0, le=50)
+    """Top-k L1 memories injected per turn. 0 injects no memory lines (the original plugin's
+    meaning) while the persona and scene navigation are still injected; to switch recall off use
+    `enabled`."""
     score_threshold: float = Field(default=0.3, ge=0.0, le=1.0)
-    """Minimum score a memory needs in its leg: cosine similarity for the embedding leg and, unless
-    `keyword_score_threshold` is set, normalised keyword relevance for the keyword leg."""
+    """Relevance (0-1, the `score` of a hit) a memory needs to be injected automatically. The
+    threshold is halved for messages clearly about the user's memories and lowered for memories
+    of priority above 70 (see `recall.gate`). It gates injection only: the memory tools and
+    `search_memories` return the best hits above `tools.min_score`."""
     keyword_score_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
-    """Separate minimum for the keyword leg; `None` uses `score_threshold`."""
+    """Threshold used instead of `score_threshold` when recall runs on keywords alone (strategy
+    `keyword`, no embedder, or a failed query embedding); `None` uses `score_threshold`."""
+    pin_priority: int | None = Field(default=90, ge=60, le=100)
+    """Memories of at least this priority (safety facts, medication, hard constraints) are not
+    left to search: they go into the system context every turn, like standing rules (priority
+    -1 instructions). `None` pins only standing rules."""
+    pin_instruction_priority: int | None = Field(default=70, ge=60, le=100)
+    """Instructions (rules the user gave the assistant) of at least this priority are pinned
+    too: a rule applies to every task it covers, whether or not the task's wording resembles it.
+    `None` pins instructions only by `pin_priority`."""
+    max_pinned: int = Field(default=10, ge=0, le=100)
+    """Most memories pinned by priority (highest priority, then oldest, first); the rest are left
+    to search."""
     strategy: Strategy = "hybrid"
     """`hybrid`, `embedding` or `keyword`."""
-    timeout_ms: int = Field(default=5000, ge=1, le=600_000)
-    """Bound on the whole recall; past it nothing is injected and one warning is logged."""
+    timeout_ms: int = Field(default=DEFAULT_RECALL_TIMEOUT_MS, ge=0, le=600_000)
+    """Bound on the whole recall; past it nothing is injected and one warning is logged. 0 keeps
+    the original plugin's effect, where every recall timed out at once and injected nothing: it
+    sets `enabled` to false (with one warning). The memory tools are not affected."""
     max_chars_per_memory: int = Field(default=0, ge=0, le=1_000_000)
     """Cap on each memory line, in code points; 0 means no limit."""
     max_total_recall_chars: int = Field(default=0, ge=0, le=10_000_000)
     """Cap on all memory lines plus separators, in code points; 0 means no limit."""
-    language: Language = "zh"
-    """Language of the disclaimer, tools guide and truncation suffix: `zh` or `en`."""
+    language: LanguageSetting = "auto"
+    """Language of the text recall writes into prompts (disclaimer, time labels, tools guide,
+    truncation suffix): `auto` (the memory block follows the user's message, the system context
+    the app's system prompt, else English), `zh` or `en`. Also accepted at the top level of a
+    config (`{"language": "en"}`)."""
     max_scenes: int = Field(default=15, ge=0, le=200)
     """Most scenes listed in the scene navigation (highest heat first); 0 lists none."""
     on_error: OnError = "skip"
     """`skip`: a timeout or backend failure injects nothing and logs a warning; `raise`: raise."""
+
+    @classmethod
+    def _translate_upstream(cls, data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+        del notes
+        timeout = next((data[k] for k in ("timeout_ms", "timeoutMs") if k in data), None)
+        if _is_int(timeout) and timeout == 0 and data.get("enabled", True) is not False:
+            _warn_once(
+                "recall.timeout_ms is 0: in the original plugin every recall then timed out "
+                "and nothing was injected, so recall is switched off (recall.enabled = false); "
+                "give a timeout in milliseconds to switch it on"
+            )
+            data = {**data, "enabled": False}
+        return data
+
+    @model_validator(mode="after")
+    def _explain_zero_results(self) -> Self:
+        if self.max_results == 0 and self.enabled:
+            _log_once(
+                logging.INFO,
+                "recall.max_results is 0: no memory lines are injected; the persona and scene "
+                "navigation still are",
+            )
+        return self
 
     @property
     def keyword_threshold(self) -> float:
@@ -129,14 +283,21 @@ class RecallConfig(_ConfigModel):
 class EmbeddingConfig(_ConfigModel):
     """How the embedder is called."""
 
+    _section: ClassVar[str] = "embedding"
+
     query_timeout_ms: int = Field(
-        default=2000,
-        ge=1,
+        default=derive_query_timeout_ms(DEFAULT_RECALL_TIMEOUT_MS),
+        ge=0,
         le=600_000,
         validation_alias=AliasChoices("query_timeout_ms", "queryTimeoutMs", "recallTimeoutMs"),
     )
-    """Bound on embedding the query during recall; past it recall uses the keyword leg. Must be
-    below `recall.timeout_ms`. Upstream key `recallTimeoutMs` is accepted."""
+    """Bound on embedding the query during recall; past it recall uses the keyword leg. When not
+    set it is derived from `recall.timeout_ms` (two fifths of it: 2000 for the default 5000), so
+    any recall timeout loads. When set it must be below `recall.timeout_ms`. The original key
+    `recallTimeoutMs` is accepted; a value of it that is not below the recall timeout is
+    replaced by the derived one (logged at INFO), since the original let the recall timeout
+    win. 0 times the query embedding out at once, as in the original: recall uses keyword search
+    only (with a warning per recall)."""
     batch_size: int = Field(default=64, ge=1, le=4096)
     """Texts per embedding call when adding memories in bulk."""
     max_input_chars: int = Field(default=2000, ge=16, le=100_000)
@@ -146,14 +307,23 @@ class EmbeddingConfig(_ConfigModel):
 class ToolsConfig(_ConfigModel):
     """The agent's memory tools (SPEC §4)."""
 
+    _section: ClassVar[str] = "tools"
+
     enabled: bool = True
     """Register the tools in the middleware."""
     max_calls_per_turn: int = Field(default=3, ge=1, le=50)
     """Combined cap on `tdai_memory_search` and `tdai_conversation_search` calls per turn."""
+    min_score: float = Field(default=0.03, ge=0.0, le=1.0)
+    """Relevance floor of the agent's own searches (the memory tools, `search_memories`,
+    `search_conversations`): they return the best-ranked hits the agent asked for above this
+    floor, which only drops memories unrelated to the query. Automatic injection uses
+    `recall.score_threshold` instead."""
 
 
 class CaptureConfig(_ConfigModel):
     """Recording of each turn's raw messages (L0)."""
+
+    _section: ClassVar[str] = "capture"
 
     enabled: bool = True
     """Record the human text (as typed) and the final AI answer after each agent turn."""
@@ -161,6 +331,8 @@ class CaptureConfig(_ConfigModel):
 
 class StoreConfig(_ConfigModel):
     """Storage and indexing."""
+
+    _section: ClassVar[str] = "store"
 
     default_user_id: str = Field(default=DEFAULT_USER_ID, min_length=1, max_length=256)
     """User id used when a call gives none."""
@@ -200,26 +372,93 @@ class TdaiConfig(_ConfigModel):
     persona: PersonaConfig = Field(default_factory=PersonaConfig)
     """Memory formation: scenes and persona (upstream `persona.*`)."""
     timezone: str = "system"
-    """Zone in which activity times are shown: `system`, an IANA name or `±HH:MM`."""
+    """Zone in which activity times are shown: `system`, an IANA name or `±HH:MM`. An unknown
+    zone is used as `system`, with one warning, as the original plugin did."""
+
+    @classmethod
+    def _translate_upstream(cls, data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+        data = dict(data)
+        for (src_section, src_key), (dst_section, dst_field) in _UPSTREAM_MOVED_KEYS.items():
+            source = data.get(src_section)
+            if not isinstance(source, dict) or src_key not in source:
+                continue
+            target = data.get(dst_section, {})
+            if isinstance(target, dict) and not {dst_field, to_camel(dst_field)} & target.keys():
+                data[dst_section] = {**target, dst_field: source[src_key]}
+                notes.append(f"{src_section}.{src_key} is used as {dst_section}.{dst_field}")
+        embedding = data.get("embedding")
+        if isinstance(embedding, dict) and "recallTimeoutMs" in embedding:
+            own = {"query_timeout_ms", "queryTimeoutMs"} & embedding.keys()
+            value, limit = embedding["recallTimeoutMs"], _raw_recall_timeout(data.get("recall"))
+            if not own and _is_int(value) and value >= limit:
+                data["embedding"] = {k: v for k, v in embedding.items() if k != "recallTimeoutMs"}
+                notes.append(
+                    f"embedding.recallTimeoutMs ({value}) is not below recall.timeout_ms "
+                    f"({limit}); the query embedding timeout is derived from recall.timeout_ms"
+                )
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _top_level_language(cls, data: Any) -> Any:
+        """Accept `language` at the top level (upstream layout) as `recall.language`."""
+        if not isinstance(data, dict) or "language" not in data:
+            return data
+        data = dict(data)
+        language = data.pop("language")
+        recall = data.get("recall", {})
+        if isinstance(recall, RecallConfig):
+            recall = recall.model_dump()
+        if isinstance(recall, dict):
+            given = recall.get("language")
+            if given is not None and given != language:
+                msg = (
+                    f"language is set twice with different values (top level {language!r}, "
+                    f"recall.language {given!r}); keep one of them"
+                )
+                raise ValueError(msg)
+            data["recall"] = {**recall, "language": language}
+        return data
 
     @model_validator(mode="after")
     def _check_cross_field(self) -> Self:
-        if self.embedding.query_timeout_ms >= self.recall.timeout_ms:
+        embedding = self.embedding
+        if "query_timeout_ms" not in embedding.model_fields_set:
+            derived = derive_query_timeout_ms(self.recall.timeout_ms)
+            if derived != embedding.query_timeout_ms:
+                values = {**embedding.__dict__, "query_timeout_ms": derived}
+                replaced = EmbeddingConfig.model_construct(embedding.model_fields_set, **values)
+                object.__setattr__(self, "embedding", replaced)  # frozen: set once, here
+        elif embedding.query_timeout_ms >= self.recall.timeout_ms:
             msg = (
-                f"embedding.query_timeout_ms ({self.embedding.query_timeout_ms}) must be below "
+                f"embedding.query_timeout_ms ({embedding.query_timeout_ms}) must be below "
                 f"recall.timeout_ms ({self.recall.timeout_ms}) so that a slow embedder degrades "
-                "to keyword search instead of dropping the whole recall"
+                "to keyword search instead of dropping the whole recall; leave it unset to "
+                "derive it from recall.timeout_ms"
             )
             raise ValueError(msg)
-        _parse_timezone(self.timezone)  # raises ValueError naming the value
+        problem = _resolve_timezone(self.timezone)[1]
+        if problem is not None:
+            _warn_once(f"{problem}; using the system timezone")
         return self
+
+    def to_dict(self, *, by_alias: bool = False) -> dict[str, Any]:
+        """Plain JSON-compatible dictionary; `by_alias=True` writes camelCase keys.
+
+        A derived `embedding.query_timeout_ms` is left out, so that a dumped configuration whose
+        `recall.timeout_ms` is edited derives it again.
+        """
+        data = super().to_dict(by_alias=by_alias)
+        if "query_timeout_ms" not in self.embedding.model_fields_set:
+            data["embedding"].pop("queryTimeoutMs" if by_alias else "query_timeout_ms", None)
+        return data
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Self:
         """Load a JSON file (snake_case or upstream camelCase keys)."""
         p = Path(path)
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            data = json.loads(p.read_text(encoding="utf-8-sig"))  # tolerate a byte-order mark
         except FileNotFoundError as exc:
             msg = f"config file {str(p)!r} does not exist"
             raise ConfigError(msg) from exc
@@ -252,34 +491,85 @@ class TdaiConfig(_ConfigModel):
         raise ConfigError(msg)
 
     def tzinfo(self) -> ZoneInfo | Any:
-        """The `tzinfo` for `timezone` (`None`-free: the system zone when `system`)."""
-        return _parse_timezone(self.timezone)
+        """The `tzinfo` for `timezone` (the system zone for `system` or an unknown zone)."""
+        return _resolve_timezone(self.timezone)[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _log_once(level: int, message: str) -> None:
+    """Log a configuration note once per process (one config is validated more than once)."""
+    logger.log(level, "configuration: %s", message)
+
+
+def _warn_once(message: str) -> None:
+    _log_once(logging.WARNING, message)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _raw_recall_timeout(recall: object) -> int:
+    """`recall.timeout_ms` of unvalidated input (the default when absent or not an integer)."""
+    if isinstance(recall, RecallConfig):
+        return recall.timeout_ms
+    if isinstance(recall, dict):
+        for key in ("timeout_ms", "timeoutMs"):
+            value = recall.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return DEFAULT_RECALL_TIMEOUT_MS
+
+
+def _drop_upstream_only(
+    model: type[_ConfigModel], data: dict[str, Any], prefix: str
+) -> tuple[dict[str, Any], list[str]]:
+    """`data` without the keys `_UPSTREAM_ONLY_KEYS` lists for `model` and its sections.
+
+    Returns the kept data and the dotted names of the dropped keys.
+    """
+    drop = _UPSTREAM_ONLY_KEYS.get(model._section, frozenset())
+    kept = {k: v for k, v in data.items() if k not in drop}
+    dropped = [f"{prefix}{k}" for k in data if k in drop]
+    for name, info in model.model_fields.items():
+        section = info.annotation
+        if not (isinstance(section, type) and issubclass(section, _ConfigModel)):
+            continue
+        for key in dict.fromkeys((name, info.alias or name)):
+            if isinstance(kept.get(key), dict):
+                kept[key], more = _drop_upstream_only(section, kept[key], f"{prefix}{key}.")
+                dropped += more
+    return kept, dropped
 
 
 @functools.lru_cache(maxsize=32)
-def _parse_timezone(name: str) -> Any:
+def _resolve_timezone(name: str) -> tuple[Any, str | None]:
     """Resolve `system`, an IANA name or a `±HH:MM` offset to a tzinfo.
 
-    Cached per process: tools ask for it on every call, and `system` reads /etc/localtime.
+    Returns the zone and, when `name` is not a known zone, what is wrong with it (the zone is
+    then the system zone). Cached per process: tools ask for it on every call, and `system`
+    reads /etc/localtime.
     """
     import datetime as dt  # noqa: PLC0415 - keeps the module namespace small
     import re  # noqa: PLC0415
 
     if name == "system":
-        return _system_timezone()
+        return _system_timezone(), None
     m = re.fullmatch(r"([+-])(\d{2}):(\d{2})", name)
     if m:
         hours, minutes = int(m.group(2)), int(m.group(3))
         if hours > 23 or minutes > 59:
-            msg = f"timezone offset {name!r} is out of range; use -23:59..+23:59"
-            raise ValueError(msg)
+            return _resolve_timezone("system")[0], (
+                f"timezone offset {name!r} is out of range; use -23:59..+23:59"
+            )
         delta = dt.timedelta(hours=hours, minutes=minutes)
-        return dt.timezone(-delta if m.group(1) == "-" else delta)
+        return dt.timezone(-delta if m.group(1) == "-" else delta), None
     try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        msg = f"timezone {name!r} is unknown; use 'system', an IANA name or ±HH:MM"
-        raise ValueError(msg) from exc
+        return ZoneInfo(name), None
+    except (ZoneInfoNotFoundError, ValueError):
+        return _resolve_timezone("system")[0], (
+            f"timezone {name!r} is unknown; use 'system', an IANA name or ±HH:MM"
+        )
 
 
 def _system_timezone() -> Any:

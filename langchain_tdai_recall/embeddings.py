@@ -44,10 +44,14 @@ import functools
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
+import json
 import logging
+import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, get_args
 
@@ -719,20 +723,106 @@ def resolve_embeddings(spec: Embeddings | Literal["default"] | None) -> Embeddin
     raise ConfigError(msg)
 
 
+_IDENTITY_PARAM_RE: Final = re.compile(
+    r"model|deployment|dim|^size$|base|url|endpoint|host|region|task|normali[sz]|prefix"
+    r"|instruction|pooling|revision|encode_kwargs",
+    re.IGNORECASE,
+)
+"""Names of embedder parameters that can change the vectors (matched anywhere in the name)."""
+_SECRET_PARAM_RE: Final = re.compile(r"key|token|secret|password|credential|auth", re.IGNORECASE)
+"""Names never recorded in an identity."""
+_HEAD_PARAMS: Final = ("model", "model_name")
+"""Parameters that name the model; the first one set follows the class name after a colon."""
+
+
+def _declared_defaults(emb: object) -> dict[str, object]:
+    """Parameter names of the embedder's class with their defaults (`...` when none)."""
+    fields = getattr(type(emb), "model_fields", None)
+    if isinstance(fields, dict):  # a pydantic model, like most LangChain embedders
+        out: dict[str, object] = {}
+        for name, info in fields.items():
+            default = getattr(info, "default", ...)
+            out[str(name)] = ... if type(default).__name__ == "PydanticUndefinedType" else default
+        return out
+    try:
+        params = inspect.signature(type(emb).__init__).parameters
+    except (TypeError, ValueError):
+        params = {}  # type: ignore[assignment]
+    out = {
+        name: (... if p.default is inspect.Parameter.empty else p.default)
+        for name, p in params.items()
+        if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+    for name in getattr(emb, "__dict__", {}):
+        if not name.startswith("_"):
+            out.setdefault(name, ...)
+    return out
+
+
+def _identity_value(value: object) -> str | None:
+    """A stable text for a parameter value, or `None` when it cannot be part of an identity."""
+    if isinstance(value, bool | int | float | str):
+        text = str(value)
+        if isinstance(value, str) and "://" in text:
+            parts = urllib.parse.urlsplit(text)
+            host = parts.hostname or ""
+            netloc = host + (f":{parts.port}" if parts.port else "")
+            text = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+        return text
+    if isinstance(value, Mapping | list | tuple):
+        try:
+            return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
 def embedder_identity(emb: Embeddings) -> str:
     """A stable id for an embedder, recorded by the store to detect a changed embedder.
 
-    `emb.identity` when it is a non-empty string; otherwise the class's qualified name plus its
-    `model` or `model_name` attribute when it has one (e.g.
-    `langchain_openai.embeddings.base.OpenAIEmbeddings:text-embedding-3-small`).
+    `emb.identity` when it is a non-empty string. Otherwise the class's qualified name, its
+    `model` or `model_name` after a colon, and then, generically, every other parameter that
+    can change the vectors and differs from the class's default: names containing `model`,
+    `deployment`, `dimension`, `base`, `url`, `endpoint`, `region`, `task`, `normalize`,
+    `prefix`, `instruction`, ... with a plain value (URLs without credentials or query).
+    Secrets are never included. For example `OpenAIEmbeddings(model=m)` is
+    `langchain_openai.embeddings.base.OpenAIEmbeddings:m` and
+    `OpenAIEmbeddings(model=m, dimensions=256)` is `...OpenAIEmbeddings:m?dimensions=256`.
+    A changed dimension is also caught by probing the embedder (see `TdaiMemory.open`).
     """
     identity = getattr(emb, "identity", None)
     if isinstance(identity, str) and identity:
         return identity
     cls = type(emb)
     name = f"{cls.__module__}.{cls.__qualname__}"
-    for attr in ("model", "model_name"):
-        value = getattr(emb, attr, None)
-        if isinstance(value, str) and value:
-            return f"{name}:{value}"
-    return name
+    head = next(
+        (v for p in _HEAD_PARAMS if isinstance(v := getattr(emb, p, None), str) and v), None
+    )
+    extras: list[str] = []
+    for param, default in sorted(_declared_defaults(emb).items()):
+        if (
+            param in _HEAD_PARAMS
+            or _SECRET_PARAM_RE.search(param)
+            or not _IDENTITY_PARAM_RE.search(param)
+        ):
+            continue
+        try:
+            value = getattr(emb, param, None)
+        except Exception:
+            continue
+        if value is None or (isinstance(value, str | Mapping | list | tuple) and not value):
+            continue
+        if default is not ... and _same(value, default):
+            continue
+        text = _identity_value(value)
+        if text is not None:
+            extras.append(f"{param}={text}")
+    out = f"{name}:{head}" if head else name
+    return f"{out}?{'&'.join(extras)}" if extras else out
+
+
+def _same(value: object, default: object) -> bool:
+    try:
+        return bool(value == default)
+    except Exception:
+        return False

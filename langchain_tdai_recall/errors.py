@@ -7,9 +7,12 @@ naturally catch::
     ├── ConfigError (ValueError)            a developer mistake: bad option, bad input value
     │   └── ScopeError                      an invalid or missing user_id / agent_id
     ├── MissingDependencyError (ImportError) an optional extra is not installed
-    ├── StoreError                          storage failed
+    ├── StoreError                          storage failed (the message names the path)
     │   ├── StoreClosedError                the store was used after close()
-    │   └── IndexCorruptedError             a derived index could not be rebuilt
+    │   ├── StoreReadOnlyError              a write to a store that cannot or may not be written
+    │   ├── StoreCorruptedError             the database file is damaged, empty or not a store
+    │   └── StoreWriteError                 a write failed for a passing reason (locked by
+    │                                       another process, disk full); nothing was written
     ├── EmbeddingError                      the embedder failed or returned malformed vectors
     ├── RecallTimeoutError (TimeoutError)   recall exceeded recall.timeout_ms (on_error="raise")
     ├── ToolBudgetExceededError             the per-turn memory-tool cap was reached
@@ -22,12 +25,14 @@ __all__ = [
     "ConfigError",
     "EmbeddingError",
     "ImportUpstreamError",
-    "IndexCorruptedError",
     "MissingDependencyError",
     "RecallTimeoutError",
     "ScopeError",
     "StoreClosedError",
+    "StoreCorruptedError",
     "StoreError",
+    "StoreReadOnlyError",
+    "StoreWriteError",
     "TdaiRecallError",
     "ToolBudgetExceededError",
 ]
@@ -69,15 +74,34 @@ def _rebuild_missing_dependency(package: str, extra: str) -> MissingDependencyEr
 
 
 class StoreError(TdaiRecallError):
-    """The memory store failed to read or write."""
+    """The memory store failed to open, read or write; the message names the path and the fix."""
 
 
 class StoreClosedError(StoreError):
     """The store was used after `close()`."""
 
 
-class IndexCorruptedError(StoreError):
-    """A derived index could not be loaded or rebuilt from the durable records."""
+class StoreReadOnlyError(StoreError):
+    """A write was refused because the store is read-only.
+
+    Either it was opened with `read_only=True`, or its directory or database file cannot be
+    written (then open it with `read_only=True` to search it).
+    """
+
+
+class StoreCorruptedError(StoreError):
+    """The database file is damaged, empty (0 bytes) or not a memory store; nothing was changed.
+
+    Restore the file from a backup, or move it aside to start an empty store.
+    """
+
+
+class StoreWriteError(StoreError):
+    """A write failed for a reason that may pass; nothing of the failed call was written.
+
+    The database stayed locked by another process, or the disk is full. Retry once the cause is
+    gone.
+    """
 
 
 class EmbeddingError(TdaiRecallError):

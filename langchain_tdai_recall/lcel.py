@@ -10,6 +10,9 @@ latest human message. The scope comes from `config["configurable"]` (`user_id`, 
 `wrap_model(model)` is for constructors that call `bind_tools` themselves, such as
 `create_tool_calling_agent`: the wrapper's `bind_tools(...)` (and its own `invoke`/`stream`)
 run the recall step before every model call.
+
+A thin adapter over `langchain_tdai_recall._turn` (identity, recall under the failure policy,
+injection). It imports `langchain_core` only, never `langchain.agents` or `langgraph`.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
-    SystemMessage,
     convert_to_messages,
 )
 from langchain_core.outputs import ChatResult
@@ -40,15 +42,16 @@ from langchain_core.tools import BaseTool
 from pydantic import ConfigDict, Field
 from typing_extensions import override
 
-from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.middleware import (
-    RecallOutcome,
+from langchain_tdai_recall._turn import (
+    ScopeResolver,
+    TurnIdentity,
     arun_recall,
-    inject_recall,
+    inject_messages,
+    latest_human_index,
     message_text,
     run_recall,
 )
-from langchain_tdai_recall.tools import Scope, ScopeResolver, latest_human_index
+from langchain_tdai_recall.errors import ConfigError
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.memory import TdaiMemory
@@ -75,18 +78,6 @@ def _to_messages(value: Any) -> list[BaseMessage]:
     raise ConfigError(msg)
 
 
-def _apply(messages: list[BaseMessage], outcome: RecallOutcome) -> list[BaseMessage]:
-    """Inject into a full message list (the system message, if any, is part of it)."""
-    index = next((i for i, m in enumerate(messages) if isinstance(m, SystemMessage)), None)
-    system = cast("SystemMessage", messages[index]) if index is not None else None
-    rest = [m for i, m in enumerate(messages) if i != index]
-    new_system, new_rest = inject_recall(system, rest, outcome.result)
-    if new_system is None:
-        return new_rest
-    position = index if index is not None else 0
-    return [*new_rest[:position], new_system, *new_rest[position:]]
-
-
 class RecallRunnable(Runnable[RecallInput, list[BaseMessage]]):
     """The recall step of an LCEL chain; see `create_recall_runnable`."""
 
@@ -104,17 +95,19 @@ class RecallRunnable(Runnable[RecallInput, list[BaseMessage]]):
     def OutputType(self) -> Any:
         return list[BaseMessage]
 
-    def _plan(self, value: Any, config: RunnableConfig) -> tuple[list[BaseMessage], Scope, str]:
+    def _plan(
+        self, value: object, config: RunnableConfig
+    ) -> tuple[list[BaseMessage], TurnIdentity, str]:
         messages = _to_messages(value)
-        scope = self.resolver.resolve(None, config.get("configurable"))
+        identity = self.resolver.resolve(None, config.get("configurable"))
         index = latest_human_index(messages)
-        return messages, scope, message_text(messages[index] if index is not None else None)
+        return messages, identity, message_text(messages[index] if index is not None else None)
 
     def _transform(
         self, value: RecallInput, run_manager: CallbackManagerForChainRun, config: RunnableConfig
     ) -> list[BaseMessage]:
-        messages, scope, text = self._plan(value, config)
-        return _apply(messages, run_recall(self.memory, text, scope))
+        messages, identity, text = self._plan(value, config)
+        return inject_messages(messages, run_recall(self.memory, text, identity).result)
 
     async def _atransform(
         self,
@@ -122,8 +115,8 @@ class RecallRunnable(Runnable[RecallInput, list[BaseMessage]]):
         run_manager: AsyncCallbackManagerForChainRun,
         config: RunnableConfig,
     ) -> list[BaseMessage]:
-        messages, scope, text = self._plan(value, config)
-        return _apply(messages, await arun_recall(self.memory, text, scope))
+        messages, identity, text = self._plan(value, config)
+        return inject_messages(messages, (await arun_recall(self.memory, text, identity)).result)
 
     @override
     def invoke(
@@ -172,7 +165,8 @@ def create_recall_runnable(
         chain.invoke({"q": "Hello"}, config={"configurable": {"user_id": "alice"}})
         ```
     """
-    resolver = ScopeResolver(
+    resolver = ScopeResolver.for_memory(
+        memory,
         user_id=user_id,
         agent_id=agent_id,
         session_key=session_key,

@@ -33,8 +33,14 @@ Example:
     assert executor.invoke({"input": "Where did I say I wanted to travel?"})["output"] == "Lisbon."
     ```
 
+Use the turn wrapper (`wrap_executor`, or `with session.turn():` plus `record_turn` in loops you
+drive yourself): without it nothing resets the search budget, so from the second turn on every
+search is refused, and nothing is recorded to L0. The first search call made outside a turn logs
+one WARNING saying so.
+
 This module needs nothing from `langchain-classic` itself; the executor is any runnable that takes
-and returns a dict.
+and returns a dict. Like the other adapters it holds no turn logic of its own: identity, the
+budget and L0 capture come from `langchain_tdai_recall._turn`.
 """
 
 from __future__ import annotations
@@ -49,9 +55,16 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from typing_extensions import override
 
+from langchain_tdai_recall._turn import (
+    DEFAULT_SESSION_KEY,
+    ScopeResolver,
+    ToolBudget,
+    TurnScopedBudget,
+    capture_turn,
+)
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.lcel import RecallChatModel, wrap_model
-from langchain_tdai_recall.tools import DEFAULT_SESSION_KEY, ToolBudget, create_memory_tools
+from langchain_tdai_recall.tools import create_memory_tools
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.memory import TdaiMemory
@@ -59,6 +72,11 @@ if TYPE_CHECKING:
 __all__ = ["ExecutorMemory", "ExecutorTurn"]
 
 logger = logging.getLogger(__name__)
+
+_TURN_HINT: Final = (
+    "wrap the executor with ExecutorMemory.wrap_executor(...), or run each turn inside "
+    "`with session.turn():` and call session.record_turn(...)"
+)
 
 
 class ExecutorMemory:
@@ -91,14 +109,16 @@ class ExecutorMemory:
         self.user_id: Final = user_id
         self.agent_id: Final = agent_id
         self.session_key: Final = session_key
-        self.budget: Final = ToolBudget(memory.config.tools.max_calls_per_turn)
+        resolver = ScopeResolver.for_memory(
+            memory, user_id=user_id, agent_id=agent_id, session_key=session_key
+        )
+        self._identity = resolver.resolve()
+        self.budget: Final = TurnScopedBudget(
+            memory.config.tools.max_calls_per_turn, hint=_TURN_HINT
+        )
         self.capture: Final = memory.config.capture.enabled if capture is None else capture
         self.tools: Final[list[BaseTool]] = create_memory_tools(
-            memory,
-            user_id=user_id,
-            agent_id=agent_id,
-            session_key=session_key,
-            budget=self.budget,
+            memory, budget=self.budget, resolver=resolver
         )
 
     def wrap_model(self, model: BaseChatModel) -> RecallChatModel:
@@ -118,8 +138,11 @@ class ExecutorMemory:
         Yields:
             The budget, to read `used` and `blocked` afterwards.
         """
-        self.budget.reset()
-        yield self.budget
+        self.budget.open_turn()
+        try:
+            yield self.budget
+        finally:
+            self.budget.close_turn()
 
     def wrap_executor(
         self,
@@ -143,18 +166,6 @@ class ExecutorMemory:
             raise ConfigError(msg)
         return ExecutorTurn(self, executor, input_key=input_key, output_key=output_key)
 
-    @staticmethod
-    def _l0(
-        inputs: dict[str, Any], outputs: dict[str, Any], keys: tuple[str, str]
-    ) -> list[dict[str, str]]:
-        human, answer = inputs.get(keys[0]), outputs.get(keys[1])
-        pairs = (("user", human), ("assistant", answer))
-        return [
-            {"role": role, "content": text}
-            for role, text in pairs
-            if isinstance(text, str) and text.strip()
-        ]
-
     def record_turn(
         self,
         inputs: dict[str, Any],
@@ -165,24 +176,18 @@ class ExecutorMemory:
     ) -> int:
         """Record a finished turn (the user's input and the final answer) to L0.
 
+        The messages are handed to the store's background writer, so this never waits for the
+        write; a failure is logged, never raised.
+
         Returns:
-            Messages recorded; 0 when capture is off or the write failed (logged).
+            Messages handed to L0 capture; 0 when capture is off, there was no text, or the
+            hand-over failed (logged).
         """
-        messages = self._l0(inputs, outputs, (input_key, output_key))
-        if not self.capture or not messages:
+        if not self.capture:
             return 0
-        try:
-            return int(
-                self.memory.record_messages(
-                    messages,
-                    session_key=self.session_key,
-                    user_id=self.user_id,
-                    agent_id=self.agent_id,
-                )
-            )
-        except Exception as exc:  # capture must never fail the turn
-            logger.warning("L0 capture failed: %s", type(exc).__name__)
-            return 0
+        return capture_turn(
+            self.memory, self._identity, human=inputs.get(input_key), answer=outputs.get(output_key)
+        )
 
     async def arecord_turn(
         self,
@@ -192,22 +197,8 @@ class ExecutorMemory:
         input_key: str = "input",
         output_key: str = "output",
     ) -> int:
-        """Async version of `record_turn`."""
-        messages = self._l0(inputs, outputs, (input_key, output_key))
-        if not self.capture or not messages:
-            return 0
-        try:
-            return int(
-                await self.memory.arecord_messages(
-                    messages,
-                    session_key=self.session_key,
-                    user_id=self.user_id,
-                    agent_id=self.agent_id,
-                )
-            )
-        except Exception as exc:
-            logger.warning("L0 capture failed: %s", type(exc).__name__)
-            return 0
+        """Async version of `record_turn` (capture never blocks, so nothing is awaited)."""
+        return self.record_turn(inputs, outputs, input_key=input_key, output_key=output_key)
 
 
 class ExecutorTurn(Runnable[dict[str, Any], dict[str, Any]]):

@@ -1,33 +1,57 @@
-"""`TdaiMemory`: the public facade over the store, the recall engine and the integrations."""
+"""`TdaiMemory`: the public facade over the store, the recall engine and the integrations.
+
+The facade validates every call (`_records`), resolves its scope, and delegates: storage to
+`store.MemoryStore`, ranking to `recall`, vector upkeep to `_embedder.VectorUpkeep`, the
+capture of finished turns to `_writer.TurnWriter`, and memory formation (with a chat model) to
+`formation.scheduler.FormationScheduler`, which the writer notifies after each captured turn
+(`_after_capture`). It holds a lifecycle state that every public call checks: after `close()`
+each of them raises `StoreClosedError`.
+
+Writes never wait for the embedder: they are durable and keyword-searchable when they return,
+and vectors follow on a background thread. `close()` waits a bounded time (`close_timeout`,
+5 s by default) for queued turns and pending vectors, and forms what is pending within
+`pipeline.close_timeout_seconds`; it runs at interpreter exit for stores left open, and no
+thread of a store ever delays process exit beyond those bounds.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import functools
 import logging
+import math
 import os
 import threading
 import time
-import uuid
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, ParamSpec, Self, TypeVar, cast
 
-import numpy as np
-import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
-from langchain_tdai_recall import types as tdai_types
+from langchain_tdai_recall._records import (
+    MAX_SQL_INT,
+    TimeInput,
+    check_int,
+    check_optional_str,
+    check_store_path,
+    clean_text,
+    memory_records,
+    message_records,
+    now_iso,
+    resolve_scope,
+    turn_records,
+)
+from langchain_tdai_recall._threads import DaemonExecutor
+from langchain_tdai_recall._writer import TurnWriter
 from langchain_tdai_recall.config import TdaiConfig
-from langchain_tdai_recall.errors import ConfigError, EmbeddingError, ScopeError
-from langchain_tdai_recall.recall.engine import RecallEngine
-from langchain_tdai_recall.recall.search import Searcher, SearchOutcome, normalize_rows
-from langchain_tdai_recall.store.store import MemoryStore, Scope
-from langchain_tdai_recall.text.clean import clean_query, content_text, strip_injected_blocks
-from langchain_tdai_recall.text.fingerprint import content_fingerprint
+from langchain_tdai_recall.errors import ConfigError, StoreClosedError
+from langchain_tdai_recall.recall.engine import RecallEngine, RecallRequest
+from langchain_tdai_recall.recall.search import RankedHit, Searcher
+from langchain_tdai_recall.store.store import MemoryStore
+from langchain_tdai_recall.text.clean import clean_query, content_text
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 from langchain_tdai_recall.types import (
     MEMORY_TYPES,
@@ -41,79 +65,124 @@ from langchain_tdai_recall.types import (
     RecallResult,
     SceneBlock,
     SceneInfo,
-    ScopeStats,
+    Scope,
     StoreStats,
 )
 
 if TYPE_CHECKING:
     from langchain_core.callbacks import Callbacks
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.runnables import Runnable, RunnableConfig
+    from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool
 
+    from langchain_tdai_recall._embedder import VectorUpkeep
+    from langchain_tdai_recall._turn import ToolBudget
     from langchain_tdai_recall.formation.report import ExtractionReport
     from langchain_tdai_recall.formation.scheduler import FormationScheduler
-    from langchain_tdai_recall.middleware import TdaiRecallMiddleware
+    from langchain_tdai_recall.formation.tool import MemoryManager
+    from langchain_tdai_recall.lcel import RecallChatModel, RecallRunnable
+    from langchain_tdai_recall.middleware import OnTurn, TdaiRecallMiddleware
 
-__all__ = ["TdaiMemory"]
+__all__ = ["DEFAULT_CLOSE_TIMEOUT_S", "TdaiMemory"]
 
 logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-TimeInput = str | dt.date | dt.datetime | None
 EmbeddingsInput = Embeddings | Literal["default"] | None
-_MAX_ID_CHARS = 256
-_LEGACY_ROLES = {"human": "user", "ai": "assistant", "user": "user", "assistant": "assistant"}
+
+DEFAULT_CLOSE_TIMEOUT_S: Final = 5.0
+"""Longest time `close()` (and interpreter exit) waits for queued turns and pending vectors."""
+_MAX_CLOSE_TIMEOUT_S: Final = 3600.0
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def _shutdown(
+    writer: TurnWriter,
+    formation: list[FormationScheduler],
+    upkeep: VectorUpkeep | None,
+    store: MemoryStore,
+    pools: tuple[DaemonExecutor, ...],
+    *,
+    timeout: float,
+    formation_timeout: float,
+) -> None:
+    """Stop a store's background work and release it.
+
+    In order: queued turns are written (the writer), what is pending is formed (formation, at
+    most `formation_timeout` seconds, so it sees every turn), and rows still without a vector
+    are embedded (the upkeep); the writer and the upkeep share `timeout` seconds. Runs from
+    `close()`, or, for a store nobody closed, when it is garbage-collected or the interpreter
+    exits (`weakref.finalize`). It holds no reference to the `TdaiMemory` (`formation` is a slot
+    holding its scheduler, once started).
+    """
+    started = time.monotonic()
+    try:
+        writer.close(timeout)
+        spent = time.monotonic() - started
+        if formation:
+            formation[0].close(formation_timeout)
+        if upkeep is not None:
+            left = 0.0 if store.path is None else timeout - spent
+            upkeep.stop(max(left, 0.0))
+    finally:
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+        store.close()
 
 
-def _check_id(field: str, value: object, *, optional: bool) -> str | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        msg = f"{field} must be a non-empty string, got {value!r}"
-        raise ScopeError(msg) if field in ("user_id", "agent_id") else ConfigError(msg)
-    if len(value) > _MAX_ID_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in value):
-        msg = (
-            f"{field} {value[:40]!r} is invalid: use at most {_MAX_ID_CHARS} characters and no "
-            "control characters"
-        )
-        raise ScopeError(msg) if field in ("user_id", "agent_id") else ConfigError(msg)
-    return value
+def _writer_callbacks(
+    memory: TdaiMemory, store: MemoryStore, upkeep: VectorUpkeep | None
+) -> tuple[Callable[[Scope, Sequence[MessageRecord], int], int], Callable[[Scope, str], None]]:
+    """The background writer's write and after-write hook.
+
+    Neither holds a strong reference to `memory`, so a memory nobody closed can still be
+    garbage-collected (and then shut down by its finalizer).
+    """
+
+    def write(scope: Scope, records: Sequence[MessageRecord], busy_ms: int) -> int:
+        kept = store.put_messages(scope, records, busy_timeout_ms=busy_ms)
+        if kept and upkeep is not None:
+            upkeep.wake()
+        return kept
+
+    ref = weakref.ref(memory)
+
+    def after_write(scope: Scope, session_key: str) -> None:
+        alive = ref()
+        if alive is not None:  # looked up per call, so a later override takes effect
+            alive._after_capture(scope, session_key)
+
+    return write, after_write
+
+
+def _check_timeout(field: str, value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 <= value <= _MAX_CLOSE_TIMEOUT_S
+    ):
+        msg = f"{field} must be a number of seconds in 0..{_MAX_CLOSE_TIMEOUT_S:.0f}, got {value!r}"
+        raise ConfigError(msg)
+    return float(value)
+
+
+def _check_flag(field: str, value: object, *, optional: bool = False) -> None:
+    if not isinstance(value, bool) and not (optional and value is None):
+        allowed = "True, False or None" if optional else "True or False"
+        msg = f"{field} must be {allowed}, got {value!r}"
+        raise ConfigError(msg)
+
+
+def _nothing() -> None:
+    """A callback with nothing to do."""
 
 
 def _has_explicit_id(data: object) -> bool:
     if isinstance(data, MemoryRecord):
         return bool(data.id)
     return isinstance(data, Mapping) and bool(data.get("id"))
-
-
-def _normalize_time(field: str, value: TimeInput) -> str | None:
-    """Validate an activity time and return its ISO-8601 text (a date stays a date)."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            if len(text) == 10:
-                return dt.date.fromisoformat(text).isoformat()
-            return dt.datetime.fromisoformat(text).isoformat()
-        except ValueError:
-            pass
-    msg = (
-        f"{field} must be an ISO-8601 date or date-time (e.g. '2025-05-01' or "
-        f"'2025-05-01T14:30:00+08:00'), a date or a datetime, got {value!r}"
-    )
-    raise ConfigError(msg)
 
 
 class TdaiMemory:
@@ -140,13 +209,19 @@ class TdaiMemory:
         store: MemoryStore,
         embeddings: Embeddings | None,
         config: TdaiConfig,
+        close_timeout: float = DEFAULT_CLOSE_TIMEOUT_S,
+        show_progress: bool | None = None,
     ) -> None:
         """Use `TdaiMemory.open(...)`; this constructor wires already-built parts."""
         self.config = config
         self.embeddings = embeddings
         self._store = store
-        self._embed_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tdai-embed")
-        self._recall_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tdai-recall")
+        self._close_timeout = _check_timeout("close_timeout", close_timeout)
+        self._closed = False
+        self._state_lock = threading.Lock()
+        self._warned_read_only_capture = False
+        self._embed_pool = DaemonExecutor(2, name="tdai-embed")
+        self._recall_pool = DaemonExecutor(4, name="tdai-recall")
         self._searcher = Searcher(
             store,
             embeddings,
@@ -155,9 +230,39 @@ class TdaiMemory:
             max_input_chars=config.embedding.max_input_chars,
         )
         self._engine = RecallEngine(store, self._searcher, config, executor=self._recall_pool)
-        self._formation: FormationScheduler | None = None
-        self._closed = False
-        self._close_lock = threading.Lock()
+        self._upkeep: VectorUpkeep | None = None
+        if embeddings is not None and store.embedder_id is not None and not store.read_only:
+            from langchain_tdai_recall._embedder import VectorUpkeep  # noqa: PLC0415
+
+            self._upkeep = VectorUpkeep(
+                store,
+                embeddings,
+                batch_size=config.embedding.batch_size,
+                max_input_chars=config.embedding.max_input_chars,
+                show_progress=show_progress,
+            )
+            self._upkeep.start()
+        self._writer = TurnWriter(*_writer_callbacks(self, store, self._upkeep))
+        self._manager: MemoryManager | None = None
+        self._formation_slot: list[FormationScheduler] = []
+        """Memory formation's scheduler once `_start_formation` built it (a slot, so the
+        finalizer can reach it without holding this object)."""
+        self._finalizer = weakref.finalize(
+            self,
+            _shutdown,
+            self._writer,
+            self._formation_slot,
+            self._upkeep,
+            store,
+            (self._recall_pool, self._embed_pool),
+            timeout=self._close_timeout,
+            formation_timeout=config.pipeline.close_timeout_seconds,
+        )
+
+    @property
+    def _formation(self) -> FormationScheduler | None:
+        """The formation scheduler, or `None` without a chat model."""
+        return self._formation_slot[0] if self._formation_slot else None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -169,48 +274,77 @@ class TdaiMemory:
         embeddings: EmbeddingsInput = "default",
         config: TdaiConfig | dict[str, Any] | str | os.PathLike[str] | None = None,
         show_progress: bool | None = None,
+        read_only: bool = False,
+        close_timeout: float = DEFAULT_CLOSE_TIMEOUT_S,
         extraction_model: BaseChatModel | str | None = None,
         extraction_callbacks: Callbacks = None,
     ) -> Self:
         """Open (creating on first use) a memory store.
 
+        Opening never calls the embedder on the caller's thread: stored rows that lack a vector
+        from this embedder (new rows, or rows another embedder made) are embedded in the
+        background, and are keyword-searchable meanwhile.
+
         Args:
-            path: A directory for a durable store, or `None` for an in-memory store.
+            path: A directory for a durable store, or `None` for an in-memory store. URLs
+                (`postgresql://...`) are refused: only local directories are supported yet.
             embeddings: `"default"` (the bundled offline embedder, loaded on first use), any
                 LangChain `Embeddings`, or `None` for keyword-only recall.
             config: A `TdaiConfig`, a dict (snake_case or upstream camelCase keys), or a path
                 to a JSON file.
-            show_progress: Show a progress bar when stored vectors must be re-embedded because
-                the embedder changed (`None`: only on a terminal).
+            show_progress: `True` draws a progress bar on standard error while a large number of
+                stored rows is (re-)embedded in the background; otherwise progress is logged at
+                INFO. `reindex(show_progress=...)` does the work in the foreground instead.
+            read_only: Open an existing store for searching and recall only (also in a
+                directory this process cannot write); every write raises `StoreReadOnlyError`.
+            close_timeout: Longest time in seconds `close()` waits for captured turns and
+                pending vectors (0..3600, default 5); formation has its own bound
+                (`pipeline.close_timeout_seconds`).
             extraction_model: A LangChain chat model (or a `provider:model` string for
                 `init_chat_model`) that forms memories from the recorded conversations in the
                 background (see "Memory formation" in the README). Default: the
-                `extraction.model` setting; without either, nothing is formed.
+                `extraction.model` setting; without either, nothing is formed. Needs a
+                writable store.
             extraction_callbacks: LangChain callbacks for background formation runs: they
                 receive the `tdai_extraction` event and the model calls.
 
         Raises:
-            ConfigError: If `config`, `embeddings` or `extraction_model` is invalid.
-            StoreError: If the directory cannot be opened.
+            ConfigError: If an argument is invalid.
+            StoreReadOnlyError: If the store cannot be written and `read_only` is not set.
+            StoreCorruptedError: If the database file is empty, damaged or not a memory store.
+            StoreError: If the directory cannot be opened for another reason.
         """
         from langchain_tdai_recall.embeddings import (  # noqa: PLC0415 - keeps import light
             embedder_identity,
             resolve_embeddings,
         )
 
+        where = check_store_path(path)
+        _check_flag("read_only", read_only)
+        _check_flag("show_progress", show_progress, optional=True)
+        timeout = _check_timeout("close_timeout", close_timeout)
         cfg = TdaiConfig.coerce(config)
         emb = resolve_embeddings(embeddings)
+        if read_only and where is None:
+            msg = "read_only=True needs a store directory; an in-memory store starts empty"
+            raise ConfigError(msg)
         store = MemoryStore(
-            Path(path) if path is not None else None,
+            where,
             tokenizer=get_tokenizer(cfg.store.tokenizer),
             embedder_id=embedder_identity(emb) if emb is not None else None,
             synchronous=cfg.store.synchronous,
+            read_only=read_only,
         )
-        memory = cls(store=store, embeddings=emb, config=cfg)
         try:
-            memory.reindex(show_progress=show_progress)
+            memory = cls(
+                store=store,
+                embeddings=emb,
+                config=cfg,
+                close_timeout=timeout,
+                show_progress=show_progress,
+            )
         except BaseException:
-            memory.close()
+            store.close()
             raise
         memory._warm_up()
         try:
@@ -233,17 +367,79 @@ class TdaiMemory:
         if isinstance(self.embeddings, DefaultEmbeddings) and not self.embeddings.loaded:
             self._embed_pool.submit(self.embeddings.embed_query, "warm-up")
 
-    def close(self) -> None:
-        """Close the store; later calls raise `StoreClosedError`. Idempotent."""
-        with self._close_lock:
+    def _check_open(self) -> None:
+        if self._closed:
+            msg = (
+                "this TdaiMemory is closed; open a new one with TdaiMemory.open(path) "
+                "(or keep it open for the life of the process)"
+            )
+            raise StoreClosedError(msg)
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called."""
+        return self._closed
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened with `read_only=True`."""
+        return self._store.read_only
+
+    def close(self, *, timeout: float | None = None) -> None:
+        """Close the store; later calls raise `StoreClosedError`. Idempotent.
+
+        Captured turns still queued are written and pending vectors embedded for at most
+        `timeout` seconds (default: the store's `close_timeout`, 5 s); turns still queued then
+        are reported in a WARNING with their count, and rows still without a vector are
+        embedded by the next process that opens the store. A hung embedder is never waited for
+        beyond that bound.
+        """
+        budget = self._close_timeout if timeout is None else _check_timeout("timeout", timeout)
+        with self._state_lock:
             if self._closed:
                 return
             self._closed = True
-        if self._formation is not None:  # extracts what is pending, bounded in time
-            self._formation.close(self.config.pipeline.close_timeout_seconds)
-        self._recall_pool.shutdown(wait=False, cancel_futures=True)
-        self._embed_pool.shutdown(wait=False, cancel_futures=True)
-        self._store.close()
+        if self._finalizer.detach() is not None:  # not already run by garbage collection
+            pools = (self._recall_pool, self._embed_pool)
+            forming = self.config.pipeline.close_timeout_seconds
+            if timeout is not None:
+                forming = min(forming, budget)
+            _shutdown(
+                self._writer,
+                self._formation_slot,
+                self._upkeep,
+                self._store,
+                pools,
+                timeout=budget,
+                formation_timeout=forming,
+            )
+
+    def flush(self, *, timeout: float | None = None) -> bool:
+        """Wait until the background work accepted so far is done.
+
+        In order: every captured turn is written; with a chat model, everything pending in
+        every scope is formed (as `extract(all_scopes=True)` does; a failed window stays
+        pending and is retried later, see the `tdai_extraction` event or `extract()` for a
+        report); and one pass over the rows waiting for a vector has run (rows whose embedding
+        failed are retried once more). Returns `False` when `timeout` seconds passed first.
+        """
+        self._check_open()
+        if timeout is not None:
+            timeout = _check_timeout("timeout", timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._writer.flush(timeout):
+            return False
+        formation = self._formation
+        if formation is not None:
+            report = formation.extract(
+                formation.pending_targets(), reason="flush", deadline=deadline
+            )
+            if deadline is not None and time.monotonic() >= deadline and report.pending_messages:
+                return False
+        if self._upkeep is None:
+            return True
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        return self._upkeep.flush(left)
 
     def __enter__(self) -> Self:
         return self
@@ -265,11 +461,12 @@ class TdaiMemory:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        await _in_thread(self.close)
 
     def __repr__(self) -> str:
         where = str(self._store.path) if self._store.path else "in-memory"
-        return f"TdaiMemory({where}, embedder={self._store.embedder_id!r})"
+        state = ", closed" if self._closed else (", read-only" if self.read_only else "")
+        return f"TdaiMemory({where}, embedder={self._store.embedder_id!r}{state})"
 
     @property
     def path(self) -> Path | None:
@@ -279,12 +476,15 @@ class TdaiMemory:
     # -- scopes -------------------------------------------------------------------------------
 
     def scope(self, user_id: str | None = None, agent_id: str | None = None) -> Scope:
-        """Validate and resolve a scope; `user_id=None` is `store.default_user_id`."""
-        user = self.config.store.default_user_id if user_id is None else user_id
-        return (
-            _check_id("user_id", user, optional=False) or "",
-            _check_id("agent_id", agent_id, optional=True),
-        )
+        """Validate and resolve a scope; `user_id=None` is `store.default_user_id`.
+
+        Raises:
+            ScopeError: If an id is not a non-empty string of at most 256 characters without
+                control characters.
+            StoreClosedError: After `close()`.
+        """
+        self._check_open()
+        return resolve_scope(user_id, agent_id, default_user=self.config.store.default_user_id)
 
     def preload(self, *, user_id: str | None = None, agent_id: str | None = None) -> None:
         """Build a scope's in-memory indexes now instead of on its first search.
@@ -298,135 +498,27 @@ class TdaiMemory:
         self._store.index(scope, "l1")
         self._store.index(scope, "l0")
 
-    # -- embedding helpers --------------------------------------------------------------------
+    # -- embedding upkeep ---------------------------------------------------------------------
 
-    def _embed_texts(self, texts: Sequence[str]) -> npt.NDArray[np.float32] | None:
-        """Embed texts in batches; `None` (with a warning) if the embedder fails."""
-        if self.embeddings is None or not texts:
-            return None
-        limit = self.config.embedding.max_input_chars
-        batch = self.config.embedding.batch_size
-        try:
-            parts = []
-            for start in range(0, len(texts), batch):
-                chunk = [t[:limit] for t in texts[start : start + batch]]
-                vectors = self.embeddings.embed_documents(chunk)
-                if len(vectors) != len(chunk):
-                    msg = f"embedder returned {len(vectors)} vectors for {len(chunk)} texts"
-                    raise EmbeddingError(msg)
-                parts.append(np.asarray(vectors, dtype=np.float32))
-            return normalize_rows(np.concatenate(parts))
-        except Exception as exc:
-            logger.warning(
-                "embedding %d texts failed (%s: %s); storing them for keyword search and "
-                "re-embedding on the next reindex()",
-                len(texts),
-                type(exc).__name__,
-                exc,
-            )
-            return None
+    def _wake_upkeep(self) -> None:
+        if self._upkeep is not None:
+            self._upkeep.wake()
 
     def reindex(self, *, show_progress: bool | None = None) -> int:
-        """Embed every stored row whose vector is missing or came from another embedder.
+        """Embed now, on this thread, every stored row whose vector is missing or stale.
 
-        Runs at `open()`, so a store opened with a new embedder is re-embedded (with progress)
-        instead of mixing vectors. Returns how many rows were embedded.
+        A row's vector is stale when another embedder made it. The background upkeep does the
+        same work without blocking; call this to wait for it (with a progress bar on a terminal
+        unless `show_progress=False`). Stops early when the embedder fails; what is left stays
+        pending. Returns how many rows were embedded.
         """
-        store_embedder = self._store.embedder_id
-        if self.embeddings is None or store_embedder is None:
+        self._check_open()
+        _check_flag("show_progress", show_progress, optional=True)
+        if self._upkeep is None:
             return 0
-        from langchain_tdai_recall._progress import progress  # noqa: PLC0415
-
-        done = 0
-        for layer in ("l1", "l0"):
-            stale = self._store.db.count_stale_vectors(layer, store_embedder)
-            if not stale:
-                continue
-            logger.info("re-embedding %d %s rows for embedder %s", stale, layer, store_embedder)
-            batches = self._store.db.stale_vector_batches(
-                layer, store_embedder, self.config.embedding.batch_size
-            )
-            with progress(stale, desc=f"re-embedding {layer}", enabled=show_progress) as bar:
-                for rows in batches:
-                    vectors = self._embed_texts([text for _, _, text in rows])
-                    if vectors is None:
-                        return done
-                    self._store.db.set_vectors(
-                        layer, [(r, s) for r, s, _ in rows], vectors, store_embedder
-                    )
-                    done += len(rows)
-                    bar.update(len(rows))
-        return done
+        return self._upkeep.reindex(show_progress=show_progress)
 
     # -- L1 memories --------------------------------------------------------------------------
-
-    def _record(
-        self, data: MemoryRecord | Mapping[str, Any], scope: Scope, now: str
-    ) -> MemoryRecord:
-        given = cast("object", data)
-        if isinstance(given, MemoryRecord):
-            fields: dict[str, Any] = {
-                k: getattr(given, k) for k in MemoryRecord.__dataclass_fields__
-            }
-        elif isinstance(given, Mapping):
-            unknown = set(given) - set(MemoryRecord.__dataclass_fields__)
-            if unknown:
-                msg = (
-                    f"unknown memory field(s) {sorted(unknown)}; allowed: "
-                    f"{sorted(MemoryRecord.__dataclass_fields__)}"
-                )
-                raise ConfigError(msg)
-            fields = dict(given)
-        else:
-            msg = f"a memory must be a MemoryRecord or a dict, got {type(given).__name__}"
-            raise ConfigError(msg)
-        content = fields.get("content")
-        if not isinstance(content, str) or not content.strip():
-            msg = f"content must be a non-empty string, got {content!r}"
-            raise ConfigError(msg)
-        mtype = fields.get("type", "episodic")
-        if mtype not in MEMORY_TYPES:
-            msg = f"type must be one of {list(MEMORY_TYPES)}, got {mtype!r}"
-            raise ConfigError(msg)
-        priority = fields.get("priority", 50)
-        if isinstance(priority, bool) or not isinstance(priority, int) or not -1 <= priority <= 100:
-            msg = (
-                f"priority must be an integer in -1..100 (-1: strict global rule), got {priority!r}"
-            )
-            raise ConfigError(msg)
-        scene = fields.get("scene_name") or ""
-        if not isinstance(scene, str):
-            msg = f"scene_name must be a string, got {scene!r}"
-            raise ConfigError(msg)
-        session_key = fields.get("session_key") or ""
-        if not isinstance(session_key, str):
-            msg = f"session_key must be a string, got {session_key!r}"
-            raise ConfigError(msg)
-        sources = fields.get("source_message_ids") or ()
-        if isinstance(sources, str) or not all(isinstance(s, str) for s in sources):
-            msg = f"source_message_ids must be a list of strings, got {sources!r}"
-            raise ConfigError(msg)
-        memory_id = fields.get("id") or f"m_{uuid.uuid4().hex}"
-        _check_id("id", memory_id, optional=False)
-        created = fields.get("created_at") or now
-        return MemoryRecord(
-            id=memory_id,
-            content=content.strip(),
-            type=mtype,
-            scene_name=scene.strip(),
-            priority=priority,
-            activity_start_time=_normalize_time(
-                "activity_start_time", fields.get("activity_start_time")
-            ),
-            activity_end_time=_normalize_time("activity_end_time", fields.get("activity_end_time")),
-            timestamp=_normalize_time("timestamp", fields.get("timestamp")),
-            user_id=scope[0],
-            agent_id=scope[1],
-            session_key=session_key,
-            source_message_ids=tuple(sources),
-            created_at=str(created),
-            updated_at=now,
-        )
 
     def add_memory(
         self,
@@ -446,13 +538,16 @@ class TdaiMemory:
     ) -> MemoryRecord:
         """Store one L1 memory, or update it when `id` already exists in the scope.
 
+        The memory is durable and keyword-searchable when this returns; its vector is computed
+        in the background (the embedder is never waited for).
+
         Args:
             content: The memory text.
             type: `persona`, `episodic` or `instruction`.
             scene_name: Free-form situation label.
             priority: 0..100, higher is more important; -1 marks a strict global rule.
             activity_start_time: When the remembered activity started (date or date-time).
-            activity_end_time: When it ended.
+            activity_end_time: When it ended (not before the start).
             timestamp: When a point-in-time event happened.
             user_id: Owner; `None` is the default user.
             agent_id: Agent; `None` is the user's shared memory.
@@ -465,6 +560,9 @@ class TdaiMemory:
 
         Raises:
             ConfigError: If a field is invalid (the message names it).
+            StoreReadOnlyError: If the store was opened read-only.
+            StoreWriteError: If the database stayed locked or the disk is full (nothing was
+                written).
         """
         record = {
             "content": content,
@@ -476,7 +574,7 @@ class TdaiMemory:
             "timestamp": timestamp,
             "id": id,
             "session_key": session_key,
-            "source_message_ids": tuple(source_message_ids),
+            "source_message_ids": source_message_ids,
         }
         return self.add_memories([record], user_id=user_id, agent_id=agent_id)[0]
 
@@ -488,26 +586,31 @@ class TdaiMemory:
         agent_id: str | None = None,
         show_progress: bool | None = None,
     ) -> list[MemoryRecord]:
-        """Store many L1 memories in one scope; texts are embedded in batches.
+        """Store many L1 memories in one scope.
 
         Every record is validated before anything is written, so a bad record loses nothing.
         A record's own `user_id`/`agent_id` are ignored: the scope is the call's. A record
         without an `id` whose text exactly duplicates a memory of the scope (same text after
         normalising case, width, whitespace and final punctuation) is not stored again: the
-        existing memory is returned in its place. A given `id` is always written (upsert).
+        existing memory is returned in its place. A given `id` is always written (an update
+        keeps the replaced version in `history(id)`). The memories are durable and
+        keyword-searchable when this returns; vectors follow in the background (`flush()` or
+        `reindex()` wait for them).
         """
         scope = self.scope(user_id, agent_id)
-        now = _now()
-        given = list(records)
-        prepared = [self._record(r, scope, now) for r in given]
+        _check_flag("show_progress", show_progress, optional=True)
+        given: object = records
+        if isinstance(records, Iterable) and not isinstance(
+            records, str | bytes | Mapping | MemoryRecord
+        ):
+            given = list(records)
+        prepared = memory_records(given, scope, now_iso())
         if not prepared:
             return []
-        # -- exact duplicates (formation issue): id-less records never pile up --------------
-        dedupe = [not _has_explicit_id(r) for r in given]
+        # exact duplicates (memory formation): records without an id never pile up
+        dedupe = [not _has_explicit_id(r) for r in cast("list[object]", given)]
         from langchain_tdai_recall._progress import progress  # noqa: PLC0415
 
-        scope_id = self._store.scope_id(scope, create=True)
-        assert scope_id is not None
         stored: list[MemoryRecord] = []
         chunk = max(self.config.embedding.batch_size, 256)
         show = (
@@ -515,33 +618,16 @@ class TdaiMemory:
             if show_progress is not None
             else (None if len(prepared) > 1000 else False)
         )
-        with progress(len(prepared), desc="adding memories", enabled=show) as bar:
-            for start in range(0, len(prepared), chunk):
-                part = prepared[start : start + chunk]
-                flags = dedupe[start : start + chunk]
-                known = self._store.db.existing_duplicates(
-                    scope_id, [r.content for r, f in zip(part, flags, strict=True) if f]
-                )
-                found: dict[int, MemoryRecord] = {}
-                for i, (rec, flag) in enumerate(zip(part, flags, strict=True)):
-                    key = content_fingerprint(rec.content)
-                    if flag and key in known:  # a known duplicate is not embedded or written
-                        old = self._store.db.get_memory(scope_id, known[key], scope)
-                        if old is not None:
-                            found[i] = old
-                fresh = [i for i in range(len(part)) if i not in found]
-                vectors = self._embed_texts([part[i].content for i in fresh])
-                written = self._store.db.upsert_memories(
-                    scope_id,
-                    [part[i] for i in fresh],
-                    embedder=self._store.embedder_id if vectors is not None else None,
-                    vectors=vectors,
-                    dedupe=[flags[i] for i in fresh],
-                )
-                found.update(zip(fresh, written, strict=True))
-                original = [found[i] for i in range(len(part))]
-                stored += original
-                bar.update(len(original))
+        try:
+            with progress(len(prepared), desc="adding memories", enabled=show) as bar:
+                for start in range(0, len(prepared), chunk):
+                    part = prepared[start : start + chunk]
+                    flags = dedupe[start : start + chunk]
+                    stored += self._store.put_memories(scope, part, dedupe=flags)
+                    bar.update(len(part))
+        finally:
+            if stored:
+                self._wake_upkeep()
         return stored
 
     def get_memory(
@@ -549,16 +635,20 @@ class TdaiMemory:
     ) -> MemoryRecord | None:
         """One memory of the scope by id, or `None`."""
         scope = self.scope(user_id, agent_id)
-        scope_id = self._store.scope_id(scope)
-        return None if scope_id is None else self._store.db.get_memory(scope_id, id, scope)
+        if not isinstance(cast("object", id), str):
+            msg = f"id must be a string, got {type(id).__name__} {id!r}"
+            raise ConfigError(msg)
+        return self._store.get_memory(scope, id)
 
     def delete_memory(
         self, id: str, *, user_id: str | None = None, agent_id: str | None = None
     ) -> bool:
         """Delete one memory of the scope; returns whether it existed."""
         scope = self.scope(user_id, agent_id)
-        scope_id = self._store.scope_id(scope)
-        return scope_id is not None and self._store.db.delete_memories(scope_id, [id]) > 0
+        if not isinstance(cast("object", id), str):
+            msg = f"id must be a string, got {type(id).__name__} {id!r}"
+            raise ConfigError(msg)
+        return self._store.delete_memories(scope, [id]) > 0
 
     def list_memories(
         self,
@@ -569,48 +659,20 @@ class TdaiMemory:
         limit: int | None = None,
         offset: int = 0,
     ) -> list[MemoryRecord]:
-        """Memories of the scope, oldest first, optionally of one type."""
+        """Memories of the scope, oldest first, optionally of one type.
+
+        `limit=None` lists all; `offset` skips that many first.
+        """
         scope = self.scope(user_id, agent_id)
         if type is not None and type not in MEMORY_TYPES:
             msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {type!r}"
             raise ConfigError(msg)
-        scope_id = self._store.scope_id(scope)
-        if scope_id is None:
-            return []
-        return self._store.db.list_memories(scope_id, scope, type=type, limit=limit, offset=offset)
+        if limit is not None:
+            check_int("limit", limit, low=0, high=MAX_SQL_INT, fix=" (or None for all)")
+        check_int("offset", offset, low=0, high=MAX_SQL_INT)
+        return self._store.list_memories(scope, type=type, limit=limit, offset=offset)
 
     # -- L0 messages --------------------------------------------------------------------------
-
-    def _message(
-        self, message: object, scope: Scope, session_key: str, session_id: str, now: str
-    ) -> MessageRecord | None:
-        if isinstance(message, Mapping):
-            role, content = message.get("role"), message.get("content")
-            msg_id = message.get("id")
-            recorded = message.get("recorded_at") or message.get("timestamp") or now
-        else:
-            role = getattr(message, "type", None)
-            content = getattr(message, "content", None)
-            msg_id = getattr(message, "id", None)
-            recorded = now
-        mapped = _LEGACY_ROLES.get(str(role))
-        if mapped is None:
-            return None  # system, tool and function messages are not conversation memory
-        text = strip_injected_blocks(content_text(content)).strip()
-        if not text:
-            return None
-        if isinstance(recorded, int | float):
-            recorded = dt.datetime.fromtimestamp(recorded / 1000, dt.UTC).isoformat()
-        return MessageRecord(
-            id=str(msg_id) if msg_id else f"msg_{uuid.uuid4().hex}",
-            role=mapped,
-            content=text,
-            session_key=session_key,
-            session_id=session_id,
-            recorded_at=str(recorded),
-            user_id=scope[0],
-            agent_id=scope[1],
-        )
 
     def record_messages(
         self,
@@ -624,44 +686,61 @@ class TdaiMemory:
         """Store L0 conversation messages; returns how many were kept.
 
         Accepts LangChain messages or `{"role", "content"}` dicts (optional `id`,
-        `recorded_at`). Human and AI messages are kept (system and tool messages are not), with
-        any injected memory blocks removed; empty messages and ids already stored are skipped.
+        `recorded_at` as ISO-8601 or epoch milliseconds). Human and AI messages are kept
+        (system and tool messages are not), with any injected memory blocks removed; empty
+        messages and ids already stored are skipped. Text that cannot be stored as UTF-8 (lone
+        surrogates) is kept with U+FFFD in their place. The messages are durable and
+        keyword-searchable when this returns; vectors follow in the background.
         """
-        if not isinstance(cast("object", session_key), str):
-            msg = f"session_key must be a string, got {session_key!r}"
-            raise ConfigError(msg)
         scope = self.scope(user_id, agent_id)
-        now = _now()
-        prepared = [
-            m
-            for m in (self._message(x, scope, session_key, session_id, now) for x in messages)
-            if m is not None
-        ]
+        prepared = message_records(
+            messages, scope, session_key=session_key, session_id=session_id, now=now_iso()
+        )
         if not prepared:
             return 0
-        scope_id = self._store.scope_id(scope, create=True)
-        assert scope_id is not None
-        present = self._store.db.message_ids_present(scope_id, [m.id for m in prepared])
-        fresh = [m for m in prepared if m.id not in present]
-        if not fresh:
-            return 0
-        vectors = self._embed_texts([m.content for m in fresh])
-        inserted = self._store.db.insert_messages(
-            scope_id,
-            fresh,
-            embedder=self._store.embedder_id if vectors is not None else None,
-            vectors=vectors,
-        )
-        if inserted:  # an empty capture is not a turn (G-X20)
-            self._after_capture(tdai_types.Scope(scope[0], scope[1]), session_key)
-        return inserted
+        kept = self._store.put_messages(scope, prepared)
+        if kept:
+            self._wake_upkeep()
+            # A call is one turn for memory formation (an empty one is none, G-X20); turns the
+            # agent adapters capture are counted by the background writer instead.
+            self._after_capture(scope, prepared[0].session_key)
+        return kept
 
-    def _after_capture(self, scope: tdai_types.Scope, session_key: str) -> None:
-        """The formation trigger: called once after each captured turn is stored.
+    def _capture_turn(
+        self, messages: Sequence[Mapping[str, str]], *, scope: Scope, session_key: str
+    ) -> None:
+        """Hand a finished turn's L0 messages to the store's background writer; return at once.
 
-        Counts the turn for memory formation (every N turns, warm-up, idle timer). It only
-        hands the turn to the formation scheduler's queue, so it costs the turn nothing
-        measurable and never raises into it.
+        `messages` are `{"role", "content"}` dicts (`user` / `assistant`). Never raises (a
+        failure is logged), never blocks on the database or the embedder; `close()` flushes the
+        writer within `close_timeout`. Text is repaired, not refused (lone surrogates become
+        U+FFFD), and injected memory blocks are removed.
+        """
+        try:
+            if self._closed:
+                logger.warning("L0 capture after close() is dropped; keep the store open")
+                return
+            if self._store.read_only:
+                if not self._warned_read_only_capture:
+                    self._warned_read_only_capture = True
+                    logger.warning("L0 capture is off: this memory store was opened read-only")
+                return
+            checked = resolve_scope(
+                scope.user_id, scope.agent_id, default_user=self.config.store.default_user_id
+            )
+            records = turn_records(messages, checked, session_key, now_iso())
+            if records and not self._writer.submit(checked, records[0].session_key, records):
+                logger.warning("L0 capture during close() is dropped")
+        except Exception as exc:
+            logger.warning("L0 capture failed: %s", type(exc).__name__)
+
+    def _after_capture(self, scope: Scope, session_key: str) -> None:
+        """Count one stored turn for memory formation; never raises.
+
+        Called by the background writer after each captured turn, and by `record_messages`
+        after each call that stored a message (every N turns, warm-up, idle timer). It only puts
+        the turn on the formation scheduler's queue, so it costs the writer's thread nothing
+        measurable.
         """
         formation = self._formation
         if formation is None:
@@ -677,14 +756,15 @@ class TdaiMemory:
         self, text: str | None, *, user_id: str | None = None, agent_id: str | None = None
     ) -> None:
         """Replace the scope's L3 persona (Markdown); `None` or blank deletes it."""
+        scope = self.scope(user_id, agent_id)
         if text is not None and not isinstance(cast("object", text), str):
             msg = f"persona text must be a string or None, got {type(text).__name__}"
             raise ConfigError(msg)
-        self._store.documents.set_persona(self.scope(user_id, agent_id), text)
+        self._store.set_persona(scope, None if text is None else clean_text(text))
 
     def get_persona(self, *, user_id: str | None = None, agent_id: str | None = None) -> str | None:
         """The scope's persona, or `None`."""
-        return self._store.documents.get_persona(self.scope(user_id, agent_id))
+        return self._store.get_persona(self.scope(user_id, agent_id))
 
     def upsert_scene(
         self,
@@ -701,36 +781,52 @@ class TdaiMemory:
         `heat=None` starts a new scene at 1 and adds 1 on every rewrite. Reading a scene never
         changes it, so the scene navigation in the system prompt stays byte-stable.
         """
-        if heat is not None and (isinstance(heat, bool) or not isinstance(heat, int) or heat < 0):
-            msg = f"heat must be a non-negative integer or None, got {heat!r}"
-            raise ConfigError(msg)
+        scope = self.scope(user_id, agent_id)
+        if heat is not None:
+            check_int("heat", heat, low=0, high=MAX_SQL_INT, fix=" (or None)")
         for field, value in (("name", name), ("summary", summary), ("body", body)):
             if not isinstance(cast("object", value), str):
                 msg = f"scene {field} must be a string, got {type(value).__name__}"
                 raise ConfigError(msg)
-        return self._store.documents.upsert_scene(
-            self.scope(user_id, agent_id), name, summary=summary, body=body, heat=heat
+        return self._store.upsert_scene(
+            scope,
+            clean_text(name),
+            summary=clean_text(summary),
+            body=clean_text(body),
+            heat=heat,
         )
 
     def list_scenes(
         self, *, user_id: str | None = None, agent_id: str | None = None
     ) -> list[SceneInfo]:
         """The scope's scenes, highest heat first."""
-        return self._store.documents.list_scenes(self.scope(user_id, agent_id))
+        return self._store.list_scenes(self.scope(user_id, agent_id))
 
     def read_scene(
         self, name: str, *, user_id: str | None = None, agent_id: str | None = None
     ) -> SceneBlock | None:
         """One scene of the scope by name; `None` if absent. Paths and `..` raise `ConfigError`."""
-        return self._store.documents.read_scene(self.scope(user_id, agent_id), name)
+        scope = self.scope(user_id, agent_id)
+        if not isinstance(cast("object", name), str):
+            msg = f"scene name must be a string, got {type(name).__name__} {name!r}"
+            raise ConfigError(msg)
+        return self._store.read_scene(scope, name)
 
     def delete_scene(
         self, name: str, *, user_id: str | None = None, agent_id: str | None = None
     ) -> bool:
         """Delete one scene of the scope; returns whether it existed."""
-        return self._store.documents.delete_scene(self.scope(user_id, agent_id), name)
+        scope = self.scope(user_id, agent_id)
+        if not isinstance(cast("object", name), str):
+            msg = f"scene name must be a string, got {type(name).__name__} {name!r}"
+            raise ConfigError(msg)
+        return self._store.delete_scene(scope, name)
 
     # -- recall and search --------------------------------------------------------------------
+
+    @staticmethod
+    def _user_text(user_text: object) -> object:
+        return clean_text(user_text) if isinstance(user_text, str) else user_text
 
     def recall(
         self,
@@ -739,14 +835,33 @@ class TdaiMemory:
         user_id: str | None = None,
         agent_id: str | None = None,
         session_key: str | None = None,
+        system_prompt: str | None = None,
+        tools_guide: bool = True,
     ) -> RecallResult | None:
         """Recall memories for this turn's user text (a string or content blocks).
 
-        Returns `None` when recall is disabled or exceeded `recall.timeout_ms` (one warning is
-        logged; nothing should be injected). Never raises for a timeout or backend failure
-        unless `recall.on_error="raise"`.
+        Args:
+            user_text: The user's message for this turn.
+            user_id: Owner; `None` is the default user.
+            agent_id: Agent; `None` is the user's shared memory.
+            session_key: Conversation of the turn.
+            system_prompt: The app's own system prompt. With `recall.language="auto"` its
+                language is the language of the system context (English when not given), which
+                keeps the system context byte-identical from turn to turn.
+            tools_guide: Write the memory-tools guide into the system context (when
+                `tools.enabled`); pass `False` when the model does not have the memory tools.
+
+        Returns:
+            The injection for this turn, or `None` when recall is disabled or exceeded
+            `recall.timeout_ms` (one warning is logged; nothing should be injected). Never raises
+            for a timeout or backend failure unless `recall.on_error="raise"`; raises
+            `StoreClosedError` after `close()`.
         """
-        return self._engine.recall(user_text, self.scope(user_id, agent_id))
+        scope = self.scope(user_id, agent_id)
+        check_optional_str("session_key", session_key)
+        check_optional_str("system_prompt", system_prompt)
+        request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
+        return self._engine.recall(self._user_text(user_text), scope, request)
 
     async def arecall(
         self,
@@ -755,9 +870,15 @@ class TdaiMemory:
         user_id: str | None = None,
         agent_id: str | None = None,
         session_key: str | None = None,
+        system_prompt: str | None = None,
+        tools_guide: bool = True,
     ) -> RecallResult | None:
         """Async version of `recall`."""
-        return await self._engine.arecall(user_text, self.scope(user_id, agent_id))
+        scope = self.scope(user_id, agent_id)
+        check_optional_str("session_key", session_key)
+        check_optional_str("system_prompt", system_prompt)
+        request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
+        return await self._engine.arecall(self._user_text(user_text), scope, request)
 
     def _search(
         self,
@@ -765,26 +886,30 @@ class TdaiMemory:
         layer: Literal["l1", "l0"],
         query: object,
         limit: object,
+        min_score: object,
         **filters: Any,
-    ) -> SearchOutcome | None:
-        """Validate, clean the query and rank it with recall's strategy and thresholds."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
-            msg = f"limit must be an integer in 1..100, got {limit!r}"
+    ) -> list[RankedHit]:
+        """Validate, clean the query, rank it like recall and keep the best hits above the floor."""
+        check_int("limit", limit, low=1, high=100)
+        floor = self.config.tools.min_score if min_score is None else min_score
+        if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1:
+            msg = f"min_score must be a number in 0..1 or None, got {min_score!r}"
             raise ConfigError(msg)
-        text = clean_query(query if isinstance(query, str) else content_text(query))
+        if query is not None and not isinstance(query, str | list | tuple):
+            msg = f"query must be a string, got {type(query).__name__} {query!r:.60}"
+            raise ConfigError(msg)
+        text = clean_query(clean_text(content_text(query)))
         if not text:
-            return None
-        cfg = self.config.recall
-        return self._searcher.search(
+            return []
+        outcome = self._searcher.search(
             scope,
             layer,
             text,
-            limit=limit,
-            strategy=cfg.strategy,
-            keyword_threshold=cfg.keyword_threshold,
-            embedding_threshold=cfg.score_threshold,
+            limit=cast("int", limit),
+            strategy=self.config.recall.strategy,
             **filters,
         )
+        return outcome.top(cast("int", limit), float(floor))
 
     def search_memories(
         self,
@@ -795,19 +920,34 @@ class TdaiMemory:
         scene: str | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
+        min_score: float | None = None,
     ) -> list[MemoryHit]:
-        """Search the scope's L1 memories with recall's ranking and thresholds.
+        """Search the scope's L1 memories with recall's ranking: the best hits the caller asked for.
 
-        `type` filters by memory type; `scene` by scene name (case-insensitive substring).
+        Unlike automatic recall, which injects a memory only when its relevance reaches
+        `recall.score_threshold`, a search returns the best-ranked `limit` memories whose
+        relevance reaches a low floor (`tools.min_score`, or `min_score` here), like the
+        `tdai_memory_search` tool.
+
+        Args:
+            query: What to look for.
+            limit: Most hits, 1..100.
+            type: Only memories of this type.
+            scene: Only memories whose scene name contains this text (case-insensitive).
+            user_id: Owner; `None` is the default user.
+            agent_id: Agent; `None` is the user's shared memory.
+            min_score: Relevance floor in 0..1; `None` uses `tools.min_score`.
+
+        Returns:
+            Hits, best ranked first; `score` is the relevance in 0..1.
         """
+        scope = self.scope(user_id, agent_id)
         if type is not None and type not in MEMORY_TYPES:
             msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {type!r}"
             raise ConfigError(msg)
-        scope = self.scope(user_id, agent_id)
-        outcome = self._search(scope, "l1", query, limit, kind=type, group=scene or None)
-        if outcome is None:
-            return []
-        records = self._store.db.memories_by_rowid([h.rowid for h in outcome.hits], scope)
+        check_optional_str("scene", scene)
+        hits = self._search(scope, "l1", query, limit, min_score, kind=type, group=scene or None)
+        records = self._store.memories_by_ref(scope, [h.rowid for h in hits])
         return [
             MemoryHit(
                 id=rec.id,
@@ -820,30 +960,9 @@ class TdaiMemory:
                 embedding_score=h.embedding_score,
                 record=rec,
             )
-            for h in outcome.hits
+            for h in hits
             if (rec := records.get(h.rowid)) is not None
         ]
-
-    async def asearch_memories(
-        self,
-        query: str,
-        *,
-        limit: int = 5,
-        type: MemoryType | None = None,
-        scene: str | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-    ) -> list[MemoryHit]:
-        """Async version of `search_memories`."""
-        return await _in_thread(
-            self.search_memories,
-            query,
-            limit=limit,
-            type=type,
-            scene=scene,
-            user_id=user_id,
-            agent_id=agent_id,
-        )
 
     def search_conversations(
         self,
@@ -853,13 +972,19 @@ class TdaiMemory:
         session_key: str | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
+        min_score: float | None = None,
     ) -> list[MessageHit]:
-        """Search the scope's L0 messages (optionally one session) with recall's ranking."""
+        """Search the scope's L0 messages (optionally one session) with recall's ranking.
+
+        Returns the best-ranked `limit` messages whose relevance reaches `tools.min_score` (or
+        `min_score`); `score` is the relevance in 0..1.
+        """
         scope = self.scope(user_id, agent_id)
-        outcome = self._search(scope, "l0", query, limit, group=session_key, exact_group=True)
-        if outcome is None:
-            return []
-        records = self._store.db.messages_by_rowid([h.rowid for h in outcome.hits], scope)
+        check_optional_str("session_key", session_key)
+        hits = self._search(
+            scope, "l0", query, limit, min_score, group=session_key, exact_group=True
+        )
+        records = self._store.messages_by_ref(scope, [h.rowid for h in hits])
         return [
             MessageHit(
                 id=rec.id,
@@ -871,72 +996,40 @@ class TdaiMemory:
                 keyword_score=h.keyword_score,
                 embedding_score=h.embedding_score,
             )
-            for h in outcome.hits
+            for h in hits
             if (rec := records.get(h.rowid)) is not None
         ]
-
-    async def asearch_conversations(
-        self,
-        query: str,
-        *,
-        limit: int = 5,
-        session_key: str | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-    ) -> list[MessageHit]:
-        """Async version of `search_conversations`."""
-        return await _in_thread(
-            self.search_conversations,
-            query,
-            limit=limit,
-            session_key=session_key,
-            user_id=user_id,
-            agent_id=agent_id,
-        )
 
     # -- stats --------------------------------------------------------------------------------
 
     def stats(self, *, user_id: str | None = None, agent_id: str | None = None) -> StoreStats:
-        """Counts per layer and scope, index state and embedder identity.
+        """Counts per layer and scope, index state, embedder identity and pending vectors.
 
         With neither `user_id` nor `agent_id`, every scope is counted (an administrative view);
         otherwise only the given scope.
         """
-        db = self._store.db
-        docs = self._store.documents
+        self._check_open()
+        store = self._store
+        selected: Scope | None = None
         if user_id is None and agent_id is None:
-            scopes = db.scopes()
+            per_scope = tuple(store.scope_stats(s) for s in store.scopes())
         else:
-            scope = self.scope(user_id, agent_id)
-            sid = self._store.scope_id(scope)
-            scopes = [(sid, scope[0], scope[1])] if sid is not None else []
-        per_scope = tuple(
-            ScopeStats(
-                user_id=u,
-                agent_id=a,
-                memories=db.count("l1", sid),
-                messages=db.count("l0", sid),
-                scenes=docs.count_scenes((u, a)),
-                has_persona=docs.get_persona((u, a)) is not None,
-            )
-            for sid, u, a in scopes
-        )
-        dims = None
-        for (sid, _layer), index in list(self._store._indexes.items()):
-            if index.vectors is not None and any(sid == s for s, _, _ in scopes):
-                dims = index.vectors.dim
-                break
+            selected = self.scope(user_id, agent_id)
+            one = store.scope_stats(selected)
+            has_any = one.memories or one.messages or one.scenes or one.has_persona
+            per_scope = (one,) if has_any else ()
         return StoreStats(
-            path=str(self._store.path) if self._store.path else None,
-            embedder=self._store.embedder_id,
-            dimensions=dims,
-            tokenizer=self._store.tokenizer.identity,
+            path=str(store.path) if store.path else None,
+            embedder=store.embedder_id,
+            dimensions=store.vector_dimension(selected),
+            tokenizer=store.tokenizer.identity,
             memories=sum(s.memories for s in per_scope),
             messages=sum(s.messages for s in per_scope),
             scenes=sum(s.scenes for s in per_scope),
             personas=sum(s.has_persona for s in per_scope),
-            indexed_scopes=self._store.loaded_indexes(),
+            indexed_scopes=store.loaded_indexes(),
             scopes=per_scope,
+            pending_vectors=store.pending_vector_count(selected),
         )
 
     # -- async twins (each runs its sync version on a worker thread) ---------------------------
@@ -971,7 +1064,7 @@ class TdaiMemory:
             agent_id=agent_id,
             id=id,
             session_key=session_key,
-            source_message_ids=tuple(source_message_ids),
+            source_message_ids=source_message_ids,
         )
 
     async def aadd_memories(
@@ -985,7 +1078,7 @@ class TdaiMemory:
         """Async version of `add_memories`."""
         return await _in_thread(
             self.add_memories,
-            list(records),
+            records,
             user_id=user_id,
             agent_id=agent_id,
             show_progress=show_progress,
@@ -1042,7 +1135,7 @@ class TdaiMemory:
         """Async version of `record_messages`."""
         return await _in_thread(
             self.record_messages,
-            list(messages),
+            messages,
             session_key=session_key,
             session_id=session_id,
             user_id=user_id,
@@ -1114,6 +1207,58 @@ class TdaiMemory:
         """Async version of `reindex`."""
         return await _in_thread(self.reindex, show_progress=show_progress)
 
+    async def aflush(self, *, timeout: float | None = None) -> bool:
+        """Async version of `flush`."""
+        return await _in_thread(self.flush, timeout=timeout)
+
+    async def aclose(self, *, timeout: float | None = None) -> None:
+        """Async version of `close`."""
+        await _in_thread(self.close, timeout=timeout)
+
+    async def asearch_memories(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        type: MemoryType | None = None,
+        scene: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        min_score: float | None = None,
+    ) -> list[MemoryHit]:
+        """Async version of `search_memories`."""
+        return await _in_thread(
+            self.search_memories,
+            query,
+            limit=limit,
+            type=type,
+            scene=scene,
+            user_id=user_id,
+            agent_id=agent_id,
+            min_score=min_score,
+        )
+
+    async def asearch_conversations(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        session_key: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        min_score: float | None = None,
+    ) -> list[MessageHit]:
+        """Async version of `search_conversations`."""
+        return await _in_thread(
+            self.search_conversations,
+            query,
+            limit=limit,
+            session_key=session_key,
+            user_id=user_id,
+            agent_id=agent_id,
+            min_score=min_score,
+        )
+
     async def aimport_upstream(
         self,
         data_dir: str | os.PathLike[str],
@@ -1139,6 +1284,15 @@ class TdaiMemory:
         chosen = model if model is not None else cfg.extraction.model
         if chosen is None or not cfg.extraction.enabled:
             return
+        if self._store.read_only:
+            if model is not None:
+                msg = (
+                    "extraction_model needs a writable store: memory formation writes memories; "
+                    "open the store without read_only=True to form memories"
+                )
+                raise ConfigError(msg)
+            logger.info("memory formation is off: this store was opened read-only")
+            return
         from langchain_tdai_recall.formation._llm import resolve_chat_model  # noqa: PLC0415
         from langchain_tdai_recall.formation.pipeline import FormationEngine  # noqa: PLC0415
         from langchain_tdai_recall.formation.scheduler import (  # noqa: PLC0415
@@ -1149,25 +1303,42 @@ class TdaiMemory:
             store=self._store,
             searcher=self._searcher,
             config=cfg,
-            embed=self._embed_texts,
+            upkeep=self._upkeep,
             model=resolve_chat_model(chosen),
             scene_model=resolve_chat_model(cfg.persona.model) if cfg.persona.model else None,
             callbacks=callbacks,
         )
-        self._formation = FormationScheduler(
-            engine, scope_id=lambda s: self._store.scope_id((s.user_id, s.agent_id))
-        )
-        self._formation.resume()
+        self._formation_slot.append(FormationScheduler(engine))
+        self._formation_slot[0].resume()
+
+    def _memory_manager(self) -> MemoryManager:
+        """The writer behind `tdai_manage_memory` (built once, on first use)."""
+        self._check_open()
+        with self._state_lock:
+            if self._manager is None:
+                from langchain_tdai_recall.formation.tool import MemoryManager  # noqa: PLC0415
+
+                formation = self._formation
+                self._manager = MemoryManager(
+                    store=self._store,
+                    searcher=self._searcher,
+                    config=self.config,
+                    caller=formation.engine.caller if formation is not None else None,
+                    wake_upkeep=self._upkeep.wake if self._upkeep is not None else _nothing,
+                )
+            return self._manager
 
     def _require_formation(self) -> FormationScheduler:
-        if self._formation is None:
+        self._check_open()
+        formation = self._formation
+        if formation is None:
             msg = (
                 "memory formation needs a chat model: open the store with "
                 "TdaiMemory.open(path, extraction_model=model) (or set extraction.model), and "
                 "keep extraction.enabled true"
             )
             raise ConfigError(msg)
-        return self._formation
+        return formation
 
     def extract(
         self,
@@ -1182,8 +1353,8 @@ class TdaiMemory:
         """Form memories now from every recorded message past the extraction cursors.
 
         Runs in the calling thread and waits for the model (a background run of the same
-        scope finishes first). Failed windows keep their messages for a later retry; they are
-        reported, not raised.
+        scope finishes first). Turns the agent adapters captured are written first. Failed
+        windows keep their messages for a later retry; they are reported, not raised.
 
         Args:
             user_id: The scope's user (`None`: the default user).
@@ -1201,27 +1372,23 @@ class TdaiMemory:
             ConfigError: If no chat model is configured.
         """
         formation = self._require_formation()
+        _check_flag("all_scopes", all_scopes)
+        _check_flag("show_progress", show_progress, optional=True)
+        check_optional_str("session_key", session_key)
+        scope = self.scope(user_id, agent_id)
+        self._writer.flush()
+        records = formation.engine.records
         if all_scopes:
             targets = formation.pending_targets()
         else:
-            scope = self.scope(user_id, agent_id)
-            scope_id = self._store.scope_id(scope)
-            targets = [] if scope_id is None else [(scope_id, tdai_types.Scope(*scope))]
+            scope_id = records.scope_id(scope)
+            targets = [] if scope_id is None else [(scope_id, scope)]
         from langchain_tdai_recall._progress import progress  # noqa: PLC0415
 
-        records = formation.engine.records
-        total = sum(
-            p.messages
-            for sid, _ in targets
-            for p in records.pending(sid, None if all_scopes else session_key)
-        )
+        key = None if all_scopes else session_key
+        total = sum(p.messages for sid, _ in targets for p in records.pending(sid, key))
         with progress(total, desc="forming memories", enabled=show_progress) as bar:
-            return formation.extract(
-                targets,
-                session_key=None if all_scopes else session_key,
-                config=config,
-                progress=bar.update,
-            )
+            return formation.extract(targets, session_key=key, config=config, progress=bar.update)
 
     async def aextract(
         self,
@@ -1244,34 +1411,20 @@ class TdaiMemory:
             config=config,
         )
 
-    def flush(self, *, timeout: float | None = None) -> ExtractionReport:
-        """Form memories from everything pending in every scope now, and wait for it.
-
-        Without a chat model there is nothing to form and the report is empty. `timeout`
-        bounds the wait (seconds); what is not done stays pending and is retried.
-        """
-        from langchain_tdai_recall.formation.report import ExtractionReport  # noqa: PLC0415
-
-        formation = self._formation
-        if formation is None:
-            return ExtractionReport()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        return formation.extract(formation.pending_targets(), reason="flush", deadline=deadline)
-
-    async def aflush(self, *, timeout: float | None = None) -> ExtractionReport:
-        """Async version of `flush`."""
-        return await _in_thread(self.flush, timeout=timeout)
-
     def end_session(
         self, session_key: str, *, user_id: str | None = None, agent_id: str | None = None
     ) -> None:
         """Tell formation a session ended: its pending turns are formed now, in the background.
 
-        Does nothing without a chat model. Never waits for the model.
+        Does nothing without a chat model. Never waits for the model or the database.
         """
         scope = self.scope(user_id, agent_id)
-        if self._formation is not None:
-            self._formation.end_session(tdai_types.Scope(*scope), session_key)
+        if not isinstance(cast("object", session_key), str):
+            msg = f"session_key must be a string, got {type(session_key).__name__}"
+            raise ConfigError(msg)
+        formation = self._formation
+        if formation is not None:
+            formation.end_session(scope, clean_text(session_key))
 
     async def aend_session(
         self, session_key: str, *, user_id: str | None = None, agent_id: str | None = None
@@ -1288,13 +1441,11 @@ class TdaiMemory:
         replaced version; the last item is the current memory unless it was deleted or merged
         into another one (`change="merged"`, `related_ids` names the survivor).
         """
-        from langchain_tdai_recall.store._formation import FormationRecords  # noqa: PLC0415
-
         scope = self.scope(user_id, agent_id)
-        scope_id = self._store.scope_id(scope)
-        if scope_id is None:
-            return []
-        return FormationRecords(self._store.db).history(scope_id, memory_id, scope)
+        if not isinstance(cast("object", memory_id), str):
+            msg = f"memory_id must be a string, got {type(memory_id).__name__} {memory_id!r}"
+            raise ConfigError(msg)
+        return self._store.memory_history(scope, memory_id)
 
     async def ahistory(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None
@@ -1304,29 +1455,157 @@ class TdaiMemory:
 
     # -- integrations -------------------------------------------------------------------------
 
-    def middleware(self, **options: Any) -> TdaiRecallMiddleware:
-        """A `TdaiRecallMiddleware` for `langchain.agents.create_agent` (SPEC §5)."""
+    def middleware(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_key: str | None = None,
+        require_user_id: bool = False,
+        capture: bool | None = None,
+        on_turn: OnTurn | None = None,
+    ) -> TdaiRecallMiddleware:
+        """A `TdaiRecallMiddleware` for `langchain.agents.create_agent` (SPEC §5).
+
+        Args:
+            user_id: User of the scope when a run names none (in `runtime.context` or
+                `config["configurable"]`); `None` uses the store's default user.
+            agent_id: Agent of the scope when a run names none.
+            session_key: Session when a run names none (default: the thread id, else
+                `"default"`).
+            require_user_id: Raise `ScopeError` when a run names no user and none is given here,
+                instead of using the default user.
+            capture: Record each turn to L0; `None` follows `capture.enabled`.
+            on_turn: Called with the `TurnEvent` of every turn (may be async in async runs).
+
+        Returns:
+            The middleware; it registers the memory tools itself when `tools.enabled`.
+
+        Raises:
+            ConfigError: If an argument is invalid (`ScopeError` for a bad id).
+        """
+        self._check_open()
         from langchain_tdai_recall.middleware import TdaiRecallMiddleware  # noqa: PLC0415
 
-        return TdaiRecallMiddleware(self, **options)
+        return TdaiRecallMiddleware(
+            self,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_key=session_key,
+            require_user_id=require_user_id,
+            capture=capture,
+            on_turn=on_turn,
+        )
 
-    def tools(self, **options: Any) -> list[BaseTool]:
-        """The memory tools: `tdai_memory_search`, `tdai_conversation_search`, `tdai_read_scene`."""
+    def tools(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_key: str | None = None,
+        require_user_id: bool = False,
+        budget: ToolBudget | None = None,
+    ) -> list[BaseTool]:
+        """The memory tools: `tdai_memory_search`, `tdai_conversation_search`, `tdai_read_scene`.
+
+        Args:
+            user_id: User of the scope when a call names none (executors that pass no config to
+                tools need it); `None` uses the store's default user.
+            agent_id: Agent of the scope when a call names none.
+            session_key: Session when a call names none (only reported, never searched).
+            require_user_id: Raise `ScopeError` instead of falling back to the default user.
+            budget: An explicit per-turn `ToolBudget` that you `reset()` every turn; without it
+                the cap is `tools.max_calls_per_turn`, derived from the graph state inside an
+                agent or kept per parent run elsewhere.
+
+        Returns:
+            The three tools, always in this order.
+
+        Raises:
+            ConfigError: If an argument is invalid (`ScopeError` for a bad id).
+        """
+        self._check_open()
         from langchain_tdai_recall.tools import create_memory_tools  # noqa: PLC0415
 
-        return create_memory_tools(self, **options)
+        return create_memory_tools(
+            self,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_key=session_key,
+            require_user_id=require_user_id,
+            budget=budget,
+        )
 
-    def as_runnable(self, **options: Any) -> Runnable[Any, Any]:
-        """A `Runnable` that injects recall into a prompt's messages (SPEC §5)."""
+    def as_runnable(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_key: str | None = None,
+        require_user_id: bool = False,
+    ) -> RecallRunnable:
+        """A `Runnable` that injects recall into a prompt's messages (SPEC §5).
+
+        Args:
+            user_id: User when `config["configurable"]` names none at invoke time; `None` uses
+                the store's default user.
+            agent_id: Agent when `configurable` names none.
+            session_key: Session when `configurable` names none (else its `thread_id`).
+            require_user_id: Raise `ScopeError` instead of falling back to the default user.
+
+        Returns:
+            A runnable from a `PromptValue`, a message list or a string to the injected messages.
+
+        Raises:
+            ScopeError: If an id is invalid.
+        """
+        self._check_open()
         from langchain_tdai_recall.lcel import create_recall_runnable  # noqa: PLC0415
 
-        return create_recall_runnable(self, **options)
+        return create_recall_runnable(
+            self,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_key=session_key,
+            require_user_id=require_user_id,
+        )
 
-    def wrap_model(self, model: BaseChatModel, **options: Any) -> BaseChatModel:
-        """A chat model whose `bind_tools(...)` result injects recall before every call."""
+    def wrap_model(
+        self,
+        model: BaseChatModel,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_key: str | None = None,
+        require_user_id: bool = False,
+    ) -> RecallChatModel:
+        """A chat model whose `bind_tools(...)` result injects recall before every call.
+
+        Args:
+            model: The chat model to wrap.
+            user_id: User when `config["configurable"]` names none (executors that pass no
+                config need it); `None` uses the store's default user.
+            agent_id: Agent when `configurable` names none.
+            session_key: Session when `configurable` names none.
+            require_user_id: Raise `ScopeError` instead of falling back to the default user.
+
+        Returns:
+            The wrapped model.
+
+        Raises:
+            ConfigError: If `model` is not a chat model (`ScopeError` for a bad id).
+        """
+        self._check_open()
         from langchain_tdai_recall.lcel import wrap_model  # noqa: PLC0415
 
-        return wrap_model(self, model, **options)
+        return wrap_model(
+            self,
+            model,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_key=session_key,
+            require_user_id=require_user_id,
+        )
 
     def import_upstream(
         self,
@@ -1337,6 +1616,10 @@ class TdaiMemory:
         show_progress: bool | None = None,
     ) -> ImportReport:
         """Import a TencentDB Agent Memory data directory into one scope (SPEC §8)."""
+        self.scope(user_id, agent_id)
+        if not isinstance(cast("object", data_dir), str | os.PathLike) or not str(data_dir).strip():
+            msg = f"data_dir must be a directory path, got {data_dir!r}"
+            raise ConfigError(msg)
         from langchain_tdai_recall.upstream import import_upstream  # noqa: PLC0415
 
         return import_upstream(

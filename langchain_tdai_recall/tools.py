@@ -1,97 +1,88 @@
 """Memory tools for agents: `tdai_memory_search`, `tdai_conversation_search`, `tdai_read_scene`.
 
+A thin adapter over `langchain_tdai_recall._turn`: scope resolution, the per-turn budget of the
+two search tools and the failure policy live there. This module holds what the model sees (names,
+descriptions, argument schemas, result text) and bridges LangChain's `BaseTool` to the store.
+
 The two search tools share a per-turn budget (`tools.max_calls_per_turn`, default 3) that is
 enforced in code, including when the model asks for several calls in one message. Inside a
-LangGraph agent the decision is a pure function of the conversation: the search calls the model
-made since the turn's human message are numbered in the order of the AI messages and of their
-`tool_calls`, and call number `k` runs only when `k < limit`. Parallel calls therefore get the
-same verdicts however the tool node schedules them, and no shared counter is involved. Outside a
-graph (for example the legacy `AgentExecutor`), an explicit `ToolBudget` that the caller resets
-every turn decides instead, or, without one, a budget per parent run.
+LangGraph agent the decision is a pure function of the conversation (`_turn.StateBudget`): the
+search calls with valid arguments since the turn's human message are numbered in call order, and
+call number `k` runs only when `k < limit`, whatever their ids. Outside a graph (for example the
+legacy `AgentExecutor`), an explicit `ToolBudget` that the caller resets every turn decides
+instead, or, without one, a budget per parent run.
 
 Every refused call still answers with an error `ToolMessage` (`BUDGET_EXHAUSTED_MESSAGE`) telling
 the model to answer with what it has. Names, descriptions and schemas are constants, so the tool
-list the model sees is byte-stable across turns.
+list the model sees is byte-stable across turns. Stored text in results is escaped like the
+injected prompt blocks, so a memory cannot open or close a block or a role tag.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
-import uuid
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.messages import ToolCall
 from langchain_core.runnables import RunnableConfig, ensure_config
 from langchain_core.tools import BaseTool, InjectedToolArg, ToolException
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError, field_validator
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import override
 
-from langchain_tdai_recall.errors import ConfigError, ScopeError
+from langchain_tdai_recall._turn import (
+    BUDGET_EXHAUSTED_MESSAGE,
+    CAPPED_TOOL_NAMES,
+    CONVERSATION_SEARCH_TOOL,
+    MEMORY_SEARCH_TOOL,
+    READ_SCENE_TOOL,
+    TOOL_FAILED_MESSAGE,
+    RunBudgets,
+    ScopeResolver,
+    StateBudget,
+    ToolBudget,
+    TurnIdentity,
+    report_failure,
+)
+from langchain_tdai_recall.errors import ConfigError
+from langchain_tdai_recall.recall.prompt import escape_block_text, escape_inline
 from langchain_tdai_recall.types import MemoryHit, MessageHit, SceneBlock, SceneInfo
 
 if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig as _Config
+
     from langchain_tdai_recall.memory import TdaiMemory
 
 __all__ = [
     "BUDGET_EXHAUSTED_MESSAGE",
     "CAPPED_TOOL_NAMES",
     "CONVERSATION_SEARCH_TOOL",
+    "MAX_QUERY_CHARS",
     "MEMORY_SEARCH_TOOL",
     "READ_SCENE_TOOL",
     "ConversationSearchInput",
     "MemorySearchInput",
     "ReadSceneInput",
-    "Scope",
-    "ScopeResolver",
     "ToolBudget",
-    "blocked_calls",
-    "call_position",
-    "capped_calls_in_turn",
     "create_memory_tools",
-    "is_summary_message",
-    "latest_human_index",
-    "turn_usage",
+    "search_budget",
 ]
 
 logger = logging.getLogger(__name__)
 
-MEMORY_SEARCH_TOOL: Final = "tdai_memory_search"
-CONVERSATION_SEARCH_TOOL: Final = "tdai_conversation_search"
-READ_SCENE_TOOL: Final = "tdai_read_scene"
-CAPPED_TOOL_NAMES: Final = frozenset({MEMORY_SEARCH_TOOL, CONVERSATION_SEARCH_TOOL})
-"""The tools that share the per-turn budget."""
-
-DEFAULT_SESSION_KEY: Final = "default"
-"""Session key used when neither the run nor the caller names one."""
-
-_SUMMARY_SOURCE: Final = "summarization"
-"""`additional_kwargs["lc_source"]` of the summary message `SummarizationMiddleware` writes."""
+MAX_QUERY_CHARS: Final = 2000
+"""Longest `query` the search tools accept, in code points (after trimming). A longer one is
+refused with an "Invalid arguments" tool error before any search runs; a search query needs a
+few key words, not a document."""
 
 _MAX_LIMIT: Final = 20
-_RUN_BUDGETS_KEPT: Final = 512
-
-BUDGET_EXHAUSTED_MESSAGE: Final = (
-    "Refused: the memory search budget for this turn is used up (tdai_memory_search and "
-    "tdai_conversation_search share a budget of {limit} calls per turn). Do not call these tools "
-    "again in this turn; answer now with the information you already have."
-)
-"""Sent to the model (as an error `ToolMessage`) for every search call over the budget."""
-
-_SEARCH_FAILED_MESSAGE: Final = (
-    "{tool} is unavailable right now ({error}). Do not retry it in this turn; answer with the "
-    "information you already have."
-)
-"""Sent to the model when the store fails; the error is a type name, never memory text."""
 
 _INVALID_ARGUMENTS_MESSAGE: Final = "Invalid arguments for {tool}: {problems}. Fix them and retry."
-"""Sent to the model when its arguments fail validation."""
+"""For the model (an error `ToolMessage`): its arguments failed validation."""
 
 _MEMORY_SEARCH_DESCRIPTION: Final = (
     "Search this user's long-term memory: who they are and what they prefer (persona), things "
@@ -127,18 +118,24 @@ class _ToolInput(BaseModel):
     runtime: _RuntimeField = Field(default=None, exclude=True)
 
 
-def _reject_bool(value: Any) -> Any:
+def _reject_bool(value: object) -> object:
     if isinstance(value, bool):
         msg = "must be an integer, not a boolean"
         raise ValueError(msg)
     return value
 
 
-def _strip_query(value: Any) -> Any:
+def _strip_query(value: object) -> object:
     if isinstance(value, str):
         stripped = value.strip()
         if not stripped:
             msg = "must not be empty"
+            raise ValueError(msg)
+        if len(stripped) > MAX_QUERY_CHARS:
+            msg = (
+                f"is {len(stripped)} characters long, the maximum is {MAX_QUERY_CHARS}; "
+                "search with a few key words instead"
+            )
             raise ValueError(msg)
         return stripped
     return value
@@ -149,6 +146,7 @@ class MemorySearchInput(_ToolInput):
 
     query: str = Field(
         min_length=1,
+        max_length=MAX_QUERY_CHARS,
         description="What to look for, in natural language; keywords work too.",
     )
     limit: int = Field(
@@ -178,6 +176,7 @@ class ConversationSearchInput(_ToolInput):
 
     query: str = Field(
         min_length=1,
+        max_length=MAX_QUERY_CHARS,
         description="What to look for in past messages, in natural language; keywords work too.",
     )
     limit: int = Field(
@@ -204,310 +203,64 @@ class ReadSceneInput(_ToolInput):
     )
 
 
-# -- identity ------------------------------------------------------------------------------------
-
-ScopeSource = Literal["context", "configurable", "constructor", "default"]
-"""Where the user id of a scope came from."""
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """The memory scope of one call, and where its user id came from."""
-
-    user_id: str | None
-    """User id; `None` means the store's default user."""
-    agent_id: str | None
-    """Agent id; `None` is the user's shared memory."""
-    session_key: str
-    """Conversation the turn belongs to (used by recall and L0 capture)."""
-    source: ScopeSource
-    """`context`, `configurable`, `constructor` or `default`."""
+_CAPPED_SCHEMAS: Final[Mapping[str, type[_ToolInput]]] = {
+    MEMORY_SEARCH_TOOL: MemorySearchInput,
+    CONVERSATION_SEARCH_TOOL: ConversationSearchInput,
+}
 
 
-def _lookup(container: Any, key: str) -> Any:
-    if container is None:
+def _checked_args(name: str, args: object) -> Mapping[str, object] | None:
+    """The normalised arguments of a capped call, or `None` when they fail validation."""
+    schema = _CAPPED_SCHEMAS.get(name)
+    if schema is None or not isinstance(args, Mapping):
         return None
-    if isinstance(container, Mapping):
-        return container.get(key)
-    return getattr(container, key, None)
+    try:
+        return schema.model_validate(args).model_dump()
+    except ValidationError:
+        return None
 
 
-def _check_id(value: Any, *, field: str, source: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        msg = (
-            f"{field} from {source} must be a non-empty string, got {value!r}; pass the id of "
-            "the end user (or leave it out to use the store's default user)"
-        )
-        raise ScopeError(msg)
-    return value
+def search_budget(limit: int) -> StateBudget:
+    """The graph-state budget of the two search tools, with their argument validation."""
+    return StateBudget(limit, _checked_args)
 
 
-class ScopeResolver:
-    """Resolves the memory scope of a call: run context, then `configurable`, then defaults.
-
-    Order for each of `user_id` and `agent_id`: `runtime.context`, `config["configurable"]`,
-    the constructor argument, the store's default. A fallback to the default user after other
-    calls carried a user id logs one WARNING (a multi-user deployment that forgot to pass one);
-    `require_user_id=True` turns a missing user id into a `ScopeError` instead. Invalid ids
-    always raise `ScopeError`: a scope is never silently replaced by another one.
-    """
-
-    def __init__(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_key: str | None = None,
-        require_user_id: bool = False,
-    ) -> None:
-        if user_id is not None:
-            _check_id(user_id, field="user_id", source="the constructor")
-        if agent_id is not None:
-            _check_id(agent_id, field="agent_id", source="the constructor")
-        if session_key is not None and not isinstance(cast("object", session_key), str):
-            msg = f"session_key must be a string, got {session_key!r}"
-            raise ConfigError(msg)
-        self.user_id: Final = user_id
-        self.agent_id: Final = agent_id
-        self.session_key: Final = session_key
-        self.require_user_id: Final = require_user_id
-        self._seen_request_user = False
-        self._warned = False
-
-    def resolve(self, context: Any = None, configurable: Mapping[str, Any] | None = None) -> Scope:
-        """Resolve the scope for one call.
-
-        Args:
-            context: `runtime.context` (a mapping, a dataclass or any object), or `None`.
-            configurable: `config["configurable"]`, or `None`.
-
-        Returns:
-            The scope.
-
-        Raises:
-            ScopeError: If an id is not a non-empty string, or no user id was found and
-                `require_user_id` is set.
-        """
-        conf = configurable or {}
-        user_id: str | None = None
-        source: ScopeSource = "default"
-        for candidate, where in (
-            (_lookup(context, "user_id"), "context"),
-            (conf.get("user_id"), "configurable"),
-        ):
-            if candidate is not None:
-                user_id = _check_id(candidate, field="user_id", source=f"runtime {where}")
-                source = "context" if where == "context" else "configurable"
-                break
-        if user_id is not None:
-            self._seen_request_user = True
-        elif self.user_id is not None:
-            user_id, source = self.user_id, "constructor"
-        elif self.require_user_id:
-            msg = (
-                "no user_id for this call: pass it in the run context "
-                "(context={'user_id': ...}), in config['configurable']['user_id'], or to the "
-                "constructor; require_user_id=True forbids falling back to the default user"
-            )
-            raise ScopeError(msg)
-        elif self._seen_request_user and not self._warned:
-            self._warned = True
-            logger.warning(
-                "a call without user_id fell back to the default user although other calls "
-                "passed one; pass user_id in the run context or configurable, or set "
-                "require_user_id=True to make this an error"
-            )
-
-        agent_id = self.agent_id
-        for candidate, where in (
-            (_lookup(context, "agent_id"), "context"),
-            (conf.get("agent_id"), "configurable"),
-        ):
-            if candidate is not None:
-                agent_id = _check_id(candidate, field="agent_id", source=f"runtime {where}")
-                break
-
-        session_key = self.session_key or DEFAULT_SESSION_KEY
-        for candidate in (
-            _lookup(context, "session_key"),
-            conf.get("session_key"),
-            conf.get("thread_id"),
-        ):
-            if isinstance(candidate, str | int | uuid.UUID) and str(candidate):
-                session_key = str(candidate)
-                break
-        return Scope(user_id=user_id, agent_id=agent_id, session_key=session_key, source=source)
-
-
-# -- the per-turn budget -------------------------------------------------------------------------
-
-
-def is_summary_message(message: BaseMessage) -> bool:
-    """Whether `message` is the summary `SummarizationMiddleware` put in place of old messages."""
-    return message.additional_kwargs.get("lc_source") == _SUMMARY_SOURCE
-
-
-def latest_human_index(messages: Sequence[BaseMessage]) -> int | None:
-    """Index of the turn's human message: the last `HumanMessage` that is not a summary."""
-    fallback: int | None = None
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if isinstance(message, HumanMessage):
-            if not is_summary_message(message):
-                return i
-            if fallback is None:
-                fallback = i
-    return fallback
-
-
-def capped_calls_in_turn(messages: Sequence[BaseMessage]) -> list[ToolCall]:
-    """The search calls (both capped tools) the model made in the current turn, in order.
-
-    Order is the order of the AI messages, then of `tool_calls` within each: exactly the order
-    in which the budget is granted.
-    """
-    start = latest_human_index(messages)
-    calls: list[ToolCall] = []
-    for message in messages[(start + 1 if start is not None else 0) :]:
-        if isinstance(message, AIMessage):
-            calls.extend(c for c in message.tool_calls if c["name"] in CAPPED_TOOL_NAMES)
-    return calls
-
-
-def call_position(messages: Sequence[BaseMessage], tool_call_id: str) -> int | None:
-    """Position of a search call among the turn's search calls, or `None` if it is not there."""
-    for position, call in enumerate(capped_calls_in_turn(messages)):
-        if call.get("id") == tool_call_id:
-            return position
-    return None
-
-
-def blocked_calls(messages: Sequence[BaseMessage], limit: int) -> list[ToolCall]:
-    """Search calls of the latest AI message that the budget refuses, decided together.
-
-    Calls that already have a `ToolMessage` (answered by another middleware) are left alone.
-    """
-    last_ai = next(
-        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), None
+def _format_validation_error(tool: str, exc: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
+        for err in exc.errors(include_url=False)
     )
-    if last_ai is None:
-        return []
-    ai = messages[last_ai]
-    assert isinstance(ai, AIMessage)
-    answered = {m.tool_call_id for m in messages[last_ai + 1 :] if isinstance(m, ToolMessage)}
-    latest = [c for c in ai.tool_calls if c["name"] in CAPPED_TOOL_NAMES]
-    first = len(capped_calls_in_turn(messages[: last_ai + 1])) - len(latest)
-    return [
-        call
-        for position, call in enumerate(latest, start=first)
-        if position >= limit and call.get("id") not in answered
-    ]
+    return _INVALID_ARGUMENTS_MESSAGE.format(tool=tool, problems=problems)
 
 
-def turn_usage(messages: Sequence[BaseMessage], limit: int) -> tuple[int, int]:
-    """(search calls run, search calls refused) in the current turn."""
-    requested = len(capped_calls_in_turn(messages))
-    used = min(requested, limit)
-    return used, requested - used
+def _validation_handler(tool: str) -> Callable[[ValidationError], str]:
+    def handle(exc: ValidationError) -> str:
+        return _format_validation_error(tool, exc)
+
+    return handle
 
 
-class ToolBudget:
-    """An explicit per-turn budget shared by the search tools of one conversation.
-
-    Use it where tools get no graph state, as with the legacy `AgentExecutor`: build the tools
-    with `budget=...` and call `reset()` at the start of every turn (the turn wrapper in
-    `langchain_tdai_recall.legacy` does). Calls are granted first come, first served; exactly
-    `limit` are granted per turn whatever the concurrency. Thread-safe.
-
-    Example:
-        ```python
-        from langchain_tdai_recall.tools import ToolBudget
-
-        budget = ToolBudget(3)
-        assert [budget.try_acquire() for _ in range(4)] == [True, True, True, False]
-        budget.reset()
-        assert budget.used == 0
-        ```
-    """
-
-    def __init__(self, limit: int) -> None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            msg = f"ToolBudget limit must be an integer >= 1, got {limit!r}"
-            raise ConfigError(msg)
-        self.limit: Final = limit
-        self._lock = threading.Lock()
-        self._used = 0
-        self._blocked = 0
-
-    @property
-    def used(self) -> int:
-        """Calls granted since the last reset."""
-        return self._used
-
-    @property
-    def blocked(self) -> int:
-        """Calls refused since the last reset."""
-        return self._blocked
-
-    def try_acquire(self) -> bool:
-        """Grant one call if the budget allows it."""
-        with self._lock:
-            if self._used < self.limit:
-                self._used += 1
-                return True
-            self._blocked += 1
-            return False
-
-    def reset(self) -> None:
-        """Start a new turn."""
-        with self._lock:
-            self._used = 0
-            self._blocked = 0
-
-
-class _RunBudgets:
-    """Budgets keyed by the parent run of a tool call, for callers with no graph state.
-
-    An `AgentExecutor` run is the parent of every tool run it makes, so one executor `invoke`
-    gets one budget. Bounded: the oldest runs are forgotten first.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._lock = threading.Lock()
-        self._counts: OrderedDict[uuid.UUID, int] = OrderedDict()
-
-    def try_acquire(self, run_id: uuid.UUID) -> bool:
-        with self._lock:
-            count = self._counts.pop(run_id, 0)
-            self._counts[run_id] = count + 1
-            while len(self._counts) > _RUN_BUDGETS_KEPT:
-                self._counts.popitem(last=False)
-            return count < self.limit
-
-
-# -- rendering -----------------------------------------------------------------------------------
+# -- rendering (what the model reads; stored text escaped like the injected blocks) ---------------
 
 
 def _indent(text: str) -> str:
     return "\n".join("   " + line if line else "" for line in text.splitlines() or [""])
 
 
-def _format_time(value: str, tz: Any) -> str:
+def _format_time(value: str, tz: dt.tzinfo) -> str:
     if not value:
         return "unknown time"
     try:
         when = dt.datetime.fromisoformat(value)
     except ValueError:
-        return value
+        return escape_inline(value)
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
     return when.astimezone(tz).isoformat(timespec="seconds")
 
 
-def render_memory_hits(query: str, hits: Sequence[MemoryHit]) -> str:
+def render_memory_hits(hits: Sequence[MemoryHit]) -> str:
     """Model-facing text of a `tdai_memory_search` result."""
-    del query  # the model knows what it asked; repeating it costs tokens
     if not hits:
         return "No matching memories found."
     noun = "memory" if len(hits) == 1 else "memories"
@@ -515,15 +268,15 @@ def render_memory_hits(query: str, hits: Sequence[MemoryHit]) -> str:
     for i, hit in enumerate(hits, 1):
         meta: list[str] = [hit.type]
         if hit.scene_name:
-            meta.append(f"scene: {hit.scene_name}")
+            meta.append(f"scene: {escape_inline(hit.scene_name)}")
         meta.append("global instruction" if hit.priority < 0 else f"priority {hit.priority}")
         meta.append(f"score {hit.score:.3f}")
         lines.append(f"{i}. [{' | '.join(meta)}]")
-        lines.append(_indent(hit.content))
+        lines.append(_indent(escape_block_text(hit.content)))
     return "\n".join(lines)
 
 
-def render_message_hits(hits: Sequence[MessageHit], tz: Any) -> str:
+def render_message_hits(hits: Sequence[MessageHit], tz: dt.tzinfo) -> str:
     """Model-facing text of a `tdai_conversation_search` result."""
     if not hits:
         return "No matching conversation messages found."
@@ -531,10 +284,9 @@ def render_message_hits(hits: Sequence[MessageHit], tz: Any) -> str:
     lines = [f"Found {len(hits)} matching {noun}:"]
     for i, hit in enumerate(hits, 1):
         when = _format_time(hit.recorded_at, tz)
-        lines.append(
-            f"{i}. [{hit.role} | session: {hit.session_key} | {when} | score {hit.score:.3f}]"
-        )
-        lines.append(_indent(hit.content))
+        session = escape_inline(hit.session_key)
+        lines.append(f"{i}. [{hit.role} | session: {session} | {when} | score {hit.score:.3f}]")
+        lines.append(_indent(escape_block_text(hit.content)))
     return "\n".join(lines)
 
 
@@ -542,8 +294,9 @@ def render_scene(block: SceneBlock) -> str:
     """Model-facing text of a `tdai_read_scene` result."""
     info = block.info
     return (
-        f"Scene: {info.name} (heat {info.heat}, updated {info.updated})\n"
-        f"Summary: {info.summary}\n\n{block.body}"
+        f"Scene: {escape_inline(info.name)} (heat {info.heat}, "
+        f"updated {escape_inline(info.updated)})\n"
+        f"Summary: {escape_inline(info.summary)}\n\n{escape_block_text(block.body)}"
     )
 
 
@@ -591,27 +344,47 @@ def _scene_artifact(block: SceneBlock) -> dict[str, Any]:
     }
 
 
-def _format_validation_error(tool: str, exc: ValidationError) -> str:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
-        for err in exc.errors(include_url=False)
+def _unknown_scene(name: str, scenes: Iterable[SceneInfo]) -> ToolException:
+    names = sorted(escape_inline(s.name) for s in scenes)
+    listing = ", ".join(names) if names else "none"
+    msg = (
+        f"There is no scene named {escape_inline(name)!r} for this user. Use a name exactly as "
+        f"listed in the scene navigation. Available scenes: {listing}."
     )
-    return _INVALID_ARGUMENTS_MESSAGE.format(tool=tool, problems=problems)
+    return ToolException(msg)
 
 
 # -- the tools -----------------------------------------------------------------------------------
 
+ToolOutput = tuple[str, Any]
+"""Text for the model and the structured artifact."""
+
 
 @dataclass(frozen=True, slots=True)
-class _Call:
-    """What a tool needs to know about the call it is serving."""
+class _StoreCall:
+    """One `TdaiMemory` call a tool body asks for; the async driver awaits its `a*` twin."""
 
-    scope: Scope
-    allowed: bool
+    method: str
+    args: tuple[object, ...] = ()
+    kwargs: Mapping[str, object] = field(default_factory=dict)
+
+
+_Steps = Generator[_StoreCall, Any, ToolOutput]
+"""A tool body: yields the store calls it needs, receives their results, returns its output."""
+
+
+def _with_call_id(value: str | dict[str, Any] | ToolCall) -> str | dict[str, Any] | ToolCall:
+    """A tool call whose id is `None` gets `""`, so LangChain still answers with a `ToolMessage`."""
+    if isinstance(value, dict) and value.get("type") == "tool_call" and value.get("id") is None:
+        return {**value, "id": ""}
+    return value
 
 
 class _MemoryToolBase(BaseTool):
-    """Shared plumbing: scope resolution, the budget and failure translation."""
+    """Shared plumbing: identity, the budget, the failure policy and the sync/async drivers.
+
+    Each tool writes its body once, as `_steps`; `_run` and `_arun` only choose the driver.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -624,70 +397,119 @@ class _MemoryToolBase(BaseTool):
     """Identity resolution shared with the middleware."""
     budget: ToolBudget | None = Field(default=None, exclude=True)
     """Explicit per-turn budget (legacy executors); `None` derives it from graph state."""
-    max_calls_per_turn: int = Field(default=3, exclude=True)
-    """Per-turn cap of the two search tools together."""
-    run_budgets: _RunBudgets | None = Field(default=None, exclude=True)
+    state_budget: StateBudget = Field(exclude=True)
+    """The budget decided from the conversation (inside a graph)."""
+    run_budgets: RunBudgets = Field(exclude=True)
     """Budgets per parent run, used without graph state and without `budget`."""
-
     capped: bool = Field(default=False, exclude=True)
+    budget_message: str = Field(default=BUDGET_EXHAUSTED_MESSAGE, exclude=True)
+    """What a call refused by the budget answers (`{limit}` is filled in)."""
 
-    def _prepare(
+    def _steps(self, identity: TurnIdentity, args: Mapping[str, Any]) -> _Steps:
+        raise NotImplementedError
+
+    # -- deciding -------------------------------------------------------------------------------
+
+    def _start(
         self,
-        runtime: Any,
+        args: Mapping[str, Any],
+        runtime: object,
         run_manager: CallbackManagerForToolRun | AsyncCallbackManagerForToolRun | None,
-    ) -> _Call:
-        """Resolve the scope and decide the budget. Pure apart from the budget counters."""
-        context = getattr(runtime, "context", None) if runtime is not None else None
-        config: RunnableConfig = (
-            runtime.config
-            if runtime is not None and getattr(runtime, "config", None)
-            else ensure_config()
+    ) -> _Steps:
+        """Resolve the identity, apply the budget, and return the body ready to drive."""
+        config = cast("_Config | None", getattr(runtime, "config", None)) or ensure_config()
+        identity = self.resolver.resolve(
+            getattr(runtime, "context", None), config.get("configurable")
         )
-        scope = self.resolver.resolve(context, config.get("configurable"))
-        return _Call(scope=scope, allowed=self._grant(runtime, run_manager))
+        if self.capped and not self._grant(args, runtime, run_manager, config):
+            logger.info("%s refused: per-turn budget of %d used up", self.name, self._limit())
+            raise ToolException(self.budget_message.format(limit=self._limit()))
+        return self._steps(identity, args)
 
     def _grant(
         self,
-        runtime: Any,
+        args: Mapping[str, Any],
+        runtime: object,
         run_manager: CallbackManagerForToolRun | AsyncCallbackManagerForToolRun | None,
+        config: RunnableConfig,
     ) -> bool:
-        if not self.capped:
-            return True
         if self.budget is not None:
             return self.budget.try_acquire()
-        state = getattr(runtime, "state", None) if runtime is not None else None
-        tool_call_id = getattr(runtime, "tool_call_id", None) if runtime is not None else None
-        messages = _lookup(state, "messages") if state is not None else None
-        if isinstance(messages, list) and tool_call_id:
-            position = call_position(messages, tool_call_id)
-            if position is not None:
-                return position < self.max_calls_per_turn
+        state = getattr(runtime, "state", None)
+        messages = (
+            cast("Mapping[str, object]", state).get("messages")
+            if isinstance(state, Mapping)
+            else getattr(state, "messages", None)
+        )
+        if isinstance(messages, list):
+            verdict = self.state_budget.grant(
+                messages,
+                name=self.name,
+                call_id=getattr(runtime, "tool_call_id", None),
+                args=args,
+                thread=(config.get("configurable") or {}).get("thread_id"),
+            )
+            if verdict is not None:
+                return verdict
         parent = run_manager.parent_run_id if run_manager is not None else None
-        if parent is None or self.run_budgets is None:
+        if parent is None:
             return True  # a standalone call is a turn of its own
         return self.run_budgets.try_acquire(parent)
 
-    def _refuse(self) -> ToolException:
-        logger.info("%s refused: per-turn budget of %d used up", self.name, self._limit())
-        return ToolException(BUDGET_EXHAUSTED_MESSAGE.format(limit=self._limit()))
-
     def _limit(self) -> int:
-        return self.budget.limit if self.budget is not None else self.max_calls_per_turn
+        return self.budget.limit if self.budget is not None else self.state_budget.limit
+
+    # -- driving the body -----------------------------------------------------------------------
 
     def _failed(self, exc: Exception) -> ToolException:
-        if isinstance(exc, ScopeError):
-            raise exc
-        logger.warning("%s failed: %s", self.name, type(exc).__name__)
-        return ToolException(
-            _SEARCH_FAILED_MESSAGE.format(tool=self.name, error=type(exc).__name__)
-        )
+        report_failure(exc, action=self.name, on_error=self.memory.config.recall.on_error)
+        return ToolException(TOOL_FAILED_MESSAGE.format(tool=self.name, error=type(exc).__name__))
 
+    def _drive(self, steps: _Steps) -> ToolOutput:
+        try:
+            request = next(steps)
+            while True:
+                method = getattr(self.memory, request.method)
+                try:
+                    reply = method(*request.args, **request.kwargs)
+                except Exception as exc:  # the store failing must not end the agent
+                    raise self._failed(exc) from exc
+                request = steps.send(reply)
+        except StopIteration as done:
+            return cast("ToolOutput", done.value)
 
-def _validation_handler(tool: str) -> Callable[[ValidationError], str]:
-    def handle(exc: ValidationError) -> str:
-        return _format_validation_error(tool, exc)
+    async def _adrive(self, steps: _Steps) -> ToolOutput:
+        try:
+            request = next(steps)
+            while True:
+                method = getattr(self.memory, "a" + request.method)
+                try:
+                    reply = await method(*request.args, **request.kwargs)
+                except Exception as exc:
+                    raise self._failed(exc) from exc
+                request = steps.send(reply)
+        except StopIteration as done:
+            return cast("ToolOutput", done.value)
 
-    return handle
+    @override
+    def invoke(
+        self,
+        input: str | dict[str, Any] | ToolCall,
+        config: RunnableConfig | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run the tool (a tool call without an id is answered with a `ToolMessage` too)."""
+        return super().invoke(_with_call_id(input), config, **kwargs)
+
+    @override
+    async def ainvoke(
+        self,
+        input: str | dict[str, Any] | ToolCall,
+        config: RunnableConfig | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Async version of `invoke`."""
+        return await super().ainvoke(_with_call_id(input), config, **kwargs)
 
 
 class _MemorySearchTool(_MemoryToolBase):
@@ -695,31 +517,25 @@ class _MemorySearchTool(_MemoryToolBase):
     args_schema: type[BaseModel] = MemorySearchInput
     capped: bool = Field(default=True, exclude=True)
 
-    def _search(self, call: _Call, query: str, limit: int, type_: Any, scene: Any) -> Any:
-        scope = call.scope
-        return self.memory.search_memories(
-            query,
-            limit=limit,
-            type=type_,
-            scene=scene,
-            user_id=scope.user_id,
-            agent_id=scope.agent_id,
+    @override
+    def _steps(self, identity: TurnIdentity, args: Mapping[str, Any]) -> _Steps:
+        hits: list[MemoryHit] = list(
+            (
+                yield _StoreCall(
+                    "search_memories",
+                    (args["query"],),
+                    {
+                        "limit": args["limit"],
+                        "type": args["type"],
+                        "scene": args["scene"],
+                        "user_id": identity.scope.user_id,
+                        "agent_id": identity.scope.agent_id,
+                    },
+                )
+            )
         )
-
-    async def _asearch(self, call: _Call, query: str, limit: int, type_: Any, scene: Any) -> Any:
-        scope = call.scope
-        return await self.memory.asearch_memories(
-            query,
-            limit=limit,
-            type=type_,
-            scene=scene,
-            user_id=scope.user_id,
-            agent_id=scope.agent_id,
-        )
-
-    def _finish(self, query: str, hits: list[MemoryHit]) -> tuple[str, list[dict[str, Any]]]:
-        logger.debug("%s %r -> %d hits", self.name, query, len(hits))
-        return render_memory_hits(query, hits), _memory_artifact(hits)
+        logger.debug("%s %r -> %d hits", self.name, args["query"], len(hits))
+        return render_memory_hits(hits), _memory_artifact(hits)
 
     @override
     def _run(
@@ -730,15 +546,9 @@ class _MemorySearchTool(_MemoryToolBase):
         scene: str | None = None,
         runtime: Annotated[Any, InjectedToolArg] = None,
         run_manager: CallbackManagerForToolRun | None = None,
-    ) -> tuple[str, list[dict[str, Any]]]:
-        call = self._prepare(runtime, run_manager)
-        if not call.allowed:
-            raise self._refuse()
-        try:
-            hits = self._search(call, query, limit, type, scene)
-        except Exception as exc:  # the store failing must not end the agent
-            raise self._failed(exc) from exc
-        return self._finish(query, list(hits))
+    ) -> ToolOutput:
+        args = {"query": query, "limit": limit, "type": type, "scene": scene}
+        return self._drive(self._start(args, runtime, run_manager))
 
     @override
     async def _arun(
@@ -749,15 +559,9 @@ class _MemorySearchTool(_MemoryToolBase):
         scene: str | None = None,
         runtime: Annotated[Any, InjectedToolArg] = None,
         run_manager: AsyncCallbackManagerForToolRun | None = None,
-    ) -> tuple[str, list[dict[str, Any]]]:
-        call = self._prepare(runtime, run_manager)
-        if not call.allowed:
-            raise self._refuse()
-        try:
-            hits = await self._asearch(call, query, limit, type, scene)
-        except Exception as exc:
-            raise self._failed(exc) from exc
-        return self._finish(query, list(hits))
+    ) -> ToolOutput:
+        args = {"query": query, "limit": limit, "type": type, "scene": scene}
+        return await self._adrive(self._start(args, runtime, run_manager))
 
 
 class _ConversationSearchTool(_MemoryToolBase):
@@ -765,9 +569,25 @@ class _ConversationSearchTool(_MemoryToolBase):
     args_schema: type[BaseModel] = ConversationSearchInput
     capped: bool = Field(default=True, exclude=True)
 
-    def _finish(self, query: str, hits: list[MessageHit]) -> tuple[str, list[dict[str, Any]]]:
-        logger.debug("%s %r -> %d hits", self.name, query, len(hits))
-        return render_message_hits(hits, self.memory.config.tzinfo()), _message_artifact(hits)
+    @override
+    def _steps(self, identity: TurnIdentity, args: Mapping[str, Any]) -> _Steps:
+        hits: list[MessageHit] = list(
+            (
+                yield _StoreCall(
+                    "search_conversations",
+                    (args["query"],),
+                    {
+                        "limit": args["limit"],
+                        "session_key": args["session_key"],
+                        "user_id": identity.scope.user_id,
+                        "agent_id": identity.scope.agent_id,
+                    },
+                )
+            )
+        )
+        logger.debug("%s %r -> %d hits", self.name, args["query"], len(hits))
+        text = render_message_hits(hits, self.memory.config.tzinfo())
+        return text, _message_artifact(hits)
 
     @override
     def _run(
@@ -777,21 +597,9 @@ class _ConversationSearchTool(_MemoryToolBase):
         session_key: str | None = None,
         runtime: Annotated[Any, InjectedToolArg] = None,
         run_manager: CallbackManagerForToolRun | None = None,
-    ) -> tuple[str, list[dict[str, Any]]]:
-        call = self._prepare(runtime, run_manager)
-        if not call.allowed:
-            raise self._refuse()
-        try:
-            hits = self.memory.search_conversations(
-                query,
-                limit=limit,
-                session_key=session_key,
-                user_id=call.scope.user_id,
-                agent_id=call.scope.agent_id,
-            )
-        except Exception as exc:
-            raise self._failed(exc) from exc
-        return self._finish(query, list(hits))
+    ) -> ToolOutput:
+        args = {"query": query, "limit": limit, "session_key": session_key}
+        return self._drive(self._start(args, runtime, run_manager))
 
     @override
     async def _arun(
@@ -801,49 +609,27 @@ class _ConversationSearchTool(_MemoryToolBase):
         session_key: str | None = None,
         runtime: Annotated[Any, InjectedToolArg] = None,
         run_manager: AsyncCallbackManagerForToolRun | None = None,
-    ) -> tuple[str, list[dict[str, Any]]]:
-        call = self._prepare(runtime, run_manager)
-        if not call.allowed:
-            raise self._refuse()
-        try:
-            hits = await self.memory.asearch_conversations(
-                query,
-                limit=limit,
-                session_key=session_key,
-                user_id=call.scope.user_id,
-                agent_id=call.scope.agent_id,
-            )
-        except Exception as exc:
-            raise self._failed(exc) from exc
-        return self._finish(query, list(hits))
-
-
-def _unknown_scene(name: str, scenes: Iterable[SceneInfo]) -> ToolException:
-    names = sorted(s.name for s in scenes)
-    listing = ", ".join(names) if names else "none"
-    msg = (
-        f"There is no scene named {name!r} for this user. Use a name exactly as listed in the "
-        f"scene navigation. Available scenes: {listing}."
-    )
-    return ToolException(msg)
+    ) -> ToolOutput:
+        args = {"query": query, "limit": limit, "session_key": session_key}
+        return await self._adrive(self._start(args, runtime, run_manager))
 
 
 class _ReadSceneTool(_MemoryToolBase):
     name: str = READ_SCENE_TOOL
     args_schema: type[BaseModel] = ReadSceneInput
 
-    def _pick(self, name: str, scenes: Sequence[SceneInfo]) -> str:
-        """The scope's scene whose name equals `name` (whitespace-trimmed), else refuse."""
-        wanted = name.strip()
-        for scene in scenes:
-            if scene.name == wanted:
-                return scene.name
-        raise _unknown_scene(wanted, scenes)
-
-    def _finish(self, name: str, block: SceneBlock | None) -> tuple[str, dict[str, Any]]:
+    @override
+    def _steps(self, identity: TurnIdentity, args: Mapping[str, Any]) -> _Steps:
+        owner = {"user_id": identity.scope.user_id, "agent_id": identity.scope.agent_id}
+        scenes: list[SceneInfo] = list((yield _StoreCall("list_scenes", (), owner)))
+        wanted = str(args["name"]).strip()
+        picked = next((s.name for s in scenes if s.name == wanted), None)
+        if picked is None:  # only the scope's own scenes, by exact name: no paths, no `..`
+            raise _unknown_scene(wanted, scenes)
+        block: SceneBlock | None = yield _StoreCall("read_scene", (picked,), owner)
         if block is None:  # deleted between listing and reading
-            raise _unknown_scene(name, [])
-        logger.debug("%s %r -> %d chars", self.name, name, len(block.body))
+            raise _unknown_scene(picked, [])
+        logger.debug("%s %r -> %d chars", self.name, picked, len(block.body))
         return render_scene(block), _scene_artifact(block)
 
     @override
@@ -852,17 +638,8 @@ class _ReadSceneTool(_MemoryToolBase):
         name: str,
         runtime: Annotated[Any, InjectedToolArg] = None,
         run_manager: CallbackManagerForToolRun | None = None,
-    ) -> tuple[str, dict[str, Any]]:
-        scope = self._prepare(runtime, run_manager).scope
-        try:
-            scenes = self.memory.list_scenes(user_id=scope.user_id, agent_id=scope.agent_id)
-            picked = self._pick(name, scenes)
-            block = self.memory.read_scene(picked, user_id=scope.user_id, agent_id=scope.agent_id)
-        except ToolException:
-            raise
-        except Exception as exc:
-            raise self._failed(exc) from exc
-        return self._finish(picked, block)
+    ) -> ToolOutput:
+        return self._drive(self._start({"name": name}, runtime, run_manager))
 
     @override
     async def _arun(
@@ -870,19 +647,8 @@ class _ReadSceneTool(_MemoryToolBase):
         name: str,
         runtime: Annotated[Any, InjectedToolArg] = None,
         run_manager: AsyncCallbackManagerForToolRun | None = None,
-    ) -> tuple[str, dict[str, Any]]:
-        scope = self._prepare(runtime, run_manager).scope
-        try:
-            scenes = await self.memory.alist_scenes(user_id=scope.user_id, agent_id=scope.agent_id)
-            picked = self._pick(name, scenes)
-            block = await self.memory.aread_scene(
-                picked, user_id=scope.user_id, agent_id=scope.agent_id
-            )
-        except ToolException:
-            raise
-        except Exception as exc:
-            raise self._failed(exc) from exc
-        return self._finish(picked, block)
+    ) -> ToolOutput:
+        return await self._adrive(self._start({"name": name}, runtime, run_manager))
 
 
 def create_memory_tools(
@@ -934,7 +700,8 @@ def create_memory_tools(
         msg = f"budget must be a ToolBudget, got {type(budget).__name__}"
         raise ConfigError(msg)
     limit = memory.config.tools.max_calls_per_turn if budget is None else budget.limit
-    scopes = resolver or ScopeResolver(
+    scopes = resolver or ScopeResolver.for_memory(
+        memory,
         user_id=user_id,
         agent_id=agent_id,
         session_key=session_key,
@@ -944,8 +711,8 @@ def create_memory_tools(
         "memory": memory,
         "resolver": scopes,
         "budget": budget,
-        "max_calls_per_turn": limit,
-        "run_budgets": _RunBudgets(limit),
+        "state_budget": search_budget(limit),
+        "run_budgets": RunBudgets(limit),
     }
     return [
         _MemorySearchTool(

@@ -10,6 +10,7 @@ __all__ = [
     "MEMORY_TYPES",
     "ImportReport",
     "Language",
+    "LanguageSetting",
     "MemoryHit",
     "MemoryRecord",
     "MemoryType",
@@ -51,6 +52,15 @@ RecallStrategy: TypeAlias = Literal["hybrid", "embedding", "keyword", "skipped"]
 
 Language: TypeAlias = Literal["zh", "en"]
 """Language of the text this package writes into prompts."""
+
+LanguageSetting: TypeAlias = Literal["auto", "zh", "en"]
+"""Configured language of that text.
+
+- `auto`: the memory block follows the language of the user's message; the system context follows
+  a signal that does not change from turn to turn (the app's own system prompt, else English), so
+  it stays byte-identical.
+- `zh` / `en`: always Chinese / always English.
+"""
 
 OnError: TypeAlias = Literal["skip", "raise"]
 """Failure policy of the recall path.
@@ -258,6 +268,14 @@ class RecallResult:
     """Number of memory lines dropped by the total budget."""
     error: str | None = None
     """Set when a search leg failed and recall degraded."""
+    standing_rules: tuple[MemoryRecord, ...] = ()
+    """Instructions with priority -1 (absolute standing rules), injected in the system context every
+    turn instead of being left to search; oldest first."""
+    pinned: tuple[MemoryRecord, ...] = ()
+    """Memories of priority >= `recall.pin_priority` (safety facts, medication, hard
+    constraints), injected in the system context every turn; highest priority first."""
+    language: Language = "en"
+    """Language the memory block was written in."""
 
     @property
     def injected_chars(self) -> int:
@@ -347,6 +365,10 @@ class StoreStats:
     """Scopes whose derived indexes are loaded in this process."""
     scopes: tuple[ScopeStats, ...] = ()
     """Per-scope counts."""
+    pending_vectors: int = 0
+    """Memories and messages in the selected scopes still waiting for a vector from the current
+    embedder (written moments ago, re-embedding after an embedder change, or failed and due for
+    a retry); they are keyword-searchable meanwhile."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from langchain_tdai_recall._progress import progress
 from langchain_tdai_recall.errors import ConfigError, ImportUpstreamError
-from langchain_tdai_recall.types import ImportReport, MemoryRecord, MemoryType
+from langchain_tdai_recall.text.scene_header import split_scene_header
+from langchain_tdai_recall.types import ImportReport, MemoryRecord, MemoryType, Scope
 
 if TYPE_CHECKING:
     import os
@@ -93,9 +94,6 @@ _DEFAULT_PRIORITY: Final = 50
 _MIN_PRIORITY: Final = -1
 _MAX_PRIORITY: Final = 100
 
-_META_START: Final = "-----META-START-----"
-_META_END: Final = "-----META-END-----"
-_META_FIELD_RE: Final = re.compile(r"^\s*(created|updated|summary|heat)\s*:\s?(.*?)\s*$")
 _NAV_HEADING_RE: Final = re.compile(
     r"^\s*#{1,6}\s*(?:\S+\s+)?(?:scene\s+navigation|场景导航)", re.IGNORECASE
 )
@@ -222,6 +220,24 @@ def _iso_time(value: object) -> str | None:
         return None
 
 
+def _write_time(value: str, label: str, skipped: list[str]) -> str:
+    """A record's creation time as ISO-8601 text; epoch ms are converted, garbage is dropped."""
+    text = value.strip()
+    if not text:
+        return ""
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        converted = _epoch_ms_to_iso(text)
+        if converted:
+            return converted
+        skipped.append(
+            f"{label}: creation time {text!r} is not a time; imported with the import time"
+        )
+        return ""
+    return text
+
+
 def _activity_times(
     meta: Mapping[str, Any], label: str, skipped: list[str]
 ) -> tuple[str | None, str | None]:
@@ -329,20 +345,9 @@ def strip_scene_navigation(text: str) -> str:
 
 
 def _parse_scene_file(text: str) -> tuple[dict[str, str], str]:
-    """Split a scene file into its META fields and its body (all body when there is no META)."""
-    lines = text.splitlines()
-    start = next((i for i, ln in enumerate(lines) if ln.strip() == _META_START), None)
-    if start is None or any(ln.strip() for ln in lines[:start]):
-        return {}, text.strip()
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].strip() == _META_END), None)
-    if end is None:
-        return {}, text.strip()
-    meta: dict[str, str] = {}
-    for line in lines[start + 1 : end]:
-        m = _META_FIELD_RE.match(line)
-        if m:
-            meta[m.group(1)] = m.group(2)
-    return meta, "\n".join(lines[end + 1 :]).strip()
+    """Split a scene file into its META fields and its stripped body (see `text.scene_header`)."""
+    fields, body, _ = split_scene_header(text)
+    return fields, body.strip()
 
 
 def _heat(value: object) -> int | None:
@@ -410,7 +415,9 @@ def _memory_from_json(
         activity_end_time=end,
         session_key=session_key,
         source_message_ids=source_ids,
-        created_at=_as_str(obj.get("createdAt")) or first_stamp,
+        created_at=_write_time(
+            _as_str(obj.get("createdAt")) or first_stamp, f"{label} ({origin})", skipped
+        ),
         updated_at=_as_str(obj.get("updatedAt")),
         origin=origin,
     )
@@ -535,7 +542,11 @@ def _read_db_memories(
                 activity_end_time=end,
                 session_key=_as_str(row.get("session_key")),
                 source_message_ids=sources.get(rid, ()),
-                created_at=_as_str(row.get("created_time")) or _as_str(row.get("timestamp_str")),
+                created_at=_write_time(
+                    _as_str(row.get("created_time")) or _as_str(row.get("timestamp_str")),
+                    f"{label} ({origin})",
+                    skipped,
+                ),
                 updated_at=_as_str(row.get("updated_time")),
                 origin=origin,
             )
@@ -814,12 +825,6 @@ def _memory_payload(mem: UpstreamMemory) -> dict[str, Any]:
     return payload
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Scope:
-    user_id: str | None
-    agent_id: str | None
-
-
 @dataclass(slots=True)
 class _Tally:
     memories: int = 0
@@ -832,7 +837,7 @@ class _Tally:
 def _import_memories(
     memory: TdaiMemory,
     items: Sequence[UpstreamMemory],
-    scope: _Scope,
+    scope: Scope,
     tally: _Tally,
     show_progress: bool | None,
 ) -> None:
@@ -857,7 +862,7 @@ def _import_memories(
 def _import_messages(
     memory: TdaiMemory,
     items: Sequence[UpstreamMessage],
-    scope: _Scope,
+    scope: Scope,
     tally: _Tally,
     show_progress: bool | None,
 ) -> None:
@@ -892,7 +897,7 @@ def _import_messages(
 
 
 def _import_persona_and_scenes(
-    memory: TdaiMemory, data: UpstreamData, scope: _Scope, tally: _Tally
+    memory: TdaiMemory, data: UpstreamData, scope: Scope, tally: _Tally
 ) -> None:
     if data.persona is not None:
         old_persona = memory.get_persona(user_id=scope.user_id, agent_id=scope.agent_id)
@@ -952,8 +957,8 @@ def import_upstream(
     Raises:
         ImportUpstreamError: If the directory cannot be read as an upstream data directory.
     """
+    scope = memory.scope(user_id, agent_id)
     data = read_upstream(data_dir)
-    scope = _Scope(user_id=user_id, agent_id=agent_id)
     tally = _Tally()
     _import_memories(memory, data.memories, scope, tally, show_progress)
     _import_messages(memory, data.messages, scope, tally, show_progress)

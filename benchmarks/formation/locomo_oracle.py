@@ -373,7 +373,10 @@ def quality(
             extraction_model=model,
         ) as memory:
             record(memory, plan, convs)
-            flushed = memory.flush()
+            # what the background runs left, formed in the foreground (as flush() does), with
+            # the report that flush() does not return
+            flushed = memory.extract(all_scopes=True)
+            memory.flush()
             out["formed_in_s"] = round(time.perf_counter() - started, 1)
             out["flush_report"] = flushed.event()
             out["storage"] = _storage(memory, convs)

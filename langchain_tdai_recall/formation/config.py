@@ -159,8 +159,10 @@ class PersonaConfig(_SectionModel):
     """Update scenes and the persona from newly formed memories."""
     trigger_every_n: int = Field(default=50, ge=1, le=100_000)
     """Rewrite the persona after this many new memories (and whenever none exists yet)."""
-    max_scenes: int = Field(default=15, ge=1, le=500)
-    """Most scene blocks per scope; the code refuses edits that would exceed it."""
+    max_scenes: int = Field(default=15, ge=1, le=200)
+    """Most scene blocks per scope; the code refuses edits that would exceed it. The upstream
+    key `maxScenes` also sets `recall.max_scenes` (the scenes listed in the navigation) unless
+    that is set."""
     backup_count: int = Field(default=3, ge=0, le=1_000)
     """Accepted for compatibility. A failed update never touches the stored persona, so no
     backup files are needed."""

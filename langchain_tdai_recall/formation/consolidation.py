@@ -4,11 +4,13 @@ For each window's new memories, before anything is written:
 
 1. **Exact duplicates** (same fingerprint, `text.fingerprint`) of a stored memory or of an
    earlier memory of the same batch are dropped without a model call.
-2. **Candidates** come from the same scope only, through the hybrid search's two legs on the
-   scope's index (keyword relevance and cosine similarity, each with `candidate_floor` as its
-   threshold, fused by reciprocal rank, top `candidate_top_k`), plus earlier memories of the
-   same batch whose embedding is at least as similar (G-X8). A memory
-   with no candidate is added without asking the model; a batch with none costs no call.
+2. **Candidates** come from the same scope only, through the search recall uses
+   (`recall.search.Searcher`): the best `candidate_top_k` stored memories whose relevance
+   (`RankedHit.score`, 0..1: 0.7 · cosine + 0.3 · keyword coverage) reaches `candidate_floor`,
+   plus earlier memories of the same batch that reach it too (G-X8). The new memories' own
+   vectors, computed once per batch for their rows, are the query vectors; without them (no
+   embedder, or the embedder failed) the keyword leg alone decides. A memory with no
+   candidate is added without asking the model; a batch with none costs no call.
 3. **One decision call** per batch: add / update / merge / delete / skip for every new memory.
 4. **Validation** (G-X9): targets must be candidates of that memory; a decision for an unknown
    memory is ignored; a missing or unknown decision means add; update with several targets is a
@@ -47,11 +49,12 @@ from langchain_tdai_recall.formation.schemas import (
     InvalidAnswerError,
     read_consolidation,
 )
-from langchain_tdai_recall.recall.search import RRF_K, Searcher
+from langchain_tdai_recall.recall.search import EMBEDDING_WEIGHT, Searcher
 from langchain_tdai_recall.store._history import Change
-from langchain_tdai_recall.store._sqlite import SqliteRecords
+from langchain_tdai_recall.store.store import MemoryStore
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
-from langchain_tdai_recall.types import MemoryRecord, Scope
+from langchain_tdai_recall.text.tokenize import Query
+from langchain_tdai_recall.types import MemoryRecord, Scope, Strategy
 
 __all__ = ["DECISIONS", "Consolidator", "Plan", "PlannedWrite"]
 
@@ -64,6 +67,8 @@ _SOURCE_LIMIT: Final = 50
 _ELLIPSIS: Final = "…"
 
 Embed = Callable[[list[str]], "npt.NDArray[np.float32] | None"]
+"""Embeds texts with the store's embedder: L2-normalised rows, all zero where unusable, or
+`None` when the embedder failed (`_embedder.VectorUpkeep.embed_texts`)."""
 
 
 @dataclass(slots=True)
@@ -72,7 +77,8 @@ class PlannedWrite:
 
     record: MemoryRecord
     vector: npt.NDArray[np.float32] | None
-    """Known embedding of `record.content`, or `None` (embedded before the commit)."""
+    """Known embedding of `record.content`, or `None` (embedded before the commit when an
+    embedder is at hand, else later by the vector upkeep)."""
     change: Change = "update"
     related: tuple[str, ...] = ()
     new: bool = True
@@ -157,14 +163,21 @@ class Consolidator:
     def __init__(
         self,
         *,
-        db: SqliteRecords,
+        store: MemoryStore,
         searcher: Searcher,
         config: ExtractionConfig,
         tz: Any,
         timezone_name: str,
-        embed: Embed,
+        embed: Embed | None,
     ) -> None:
-        self.db = db
+        """Plan writes in `store`.
+
+        `embed` embeds the new memories of a batch (background formation); without it
+        (the agent's memory tool, during a turn) candidates are searched like a recall query,
+        with the query embedding bounded by `embedding.query_timeout_ms`, and the rows are
+        written without vectors for the upkeep to fill.
+        """
+        self.store = store
         self.searcher = searcher
         self.config = config
         self.tz = tz
@@ -191,12 +204,12 @@ class Consolidator:
         fresh = self._drop_exact_duplicates(scope_id, new, plan)
         if not fresh:
             return plan
-        vectors = self.embed([m.content for m in fresh])
+        vectors = self.embed([m.content for m in fresh]) if self.embed is not None else None
         slots = [
             _Slot(self._new_record(m, key, session_key, now), _row(vectors, i), True)
             for i, m in enumerate(fresh)
         ]
-        stored, offered = self._candidates(key, fresh, vectors)
+        stored, offered = self._candidates(scope, fresh, vectors)
         asks = self.config.enable_dedup and caller is not None
         if not asks or not any(offered):
             plan.counts["add"] += len(slots)
@@ -229,7 +242,7 @@ class Consolidator:
     def _drop_exact_duplicates(
         self, scope_id: int, new: Sequence[NewMemory], plan: Plan
     ) -> list[NewMemory]:
-        known = self.db.existing_duplicates(scope_id, [m.content for m in new])
+        known = self.store.formation.existing_duplicates(scope_id, [m.content for m in new])
         seen: set[str] = set()
         fresh: list[NewMemory] = []
         for memory in new:
@@ -260,48 +273,57 @@ class Consolidator:
             updated_at=now,
         )
 
+    def embed_missing(self, plan: Plan) -> None:
+        """Embed the texts of the plan's writes that have no vector yet (before the commit)."""
+        missing = [w for w in plan.writes if w.vector is None]
+        if not missing or self.embed is None:
+            return
+        vectors = self.embed([w.record.content for w in missing])
+        if vectors is not None:
+            for write, vector in zip(missing, vectors, strict=True):
+                write.vector = _usable(vector)
+
     def _candidates(
         self,
-        scope: tuple[str, str | None],
+        scope: Scope,
         fresh: Sequence[NewMemory],
         vectors: npt.NDArray[np.float32] | None,
     ) -> tuple[dict[str, MemoryRecord], list[list[str]]]:
         """(alias → stored candidate, per new memory the aliases offered to it).
 
-        The two legs of the hybrid search run on the scope's index with the memories' own
-        document embeddings (computed once per batch for the writes anyway): no query
-        embedding per memory. A hit must reach `candidate_floor` in its leg; the legs are
-        fused by reciprocal rank and the top `candidate_top_k` kept.
+        A stored memory is offered when its relevance to the new memory (the search's `score`)
+        reaches `candidate_floor`, best first, at most `candidate_top_k`; an earlier memory of
+        the batch when its relevance, computed the same way, does.
         """
         floor = self.config.candidate_floor
         top_k = self.config.candidate_top_k
-        index = self.searcher.store.index(scope, "l1")
         stored: dict[str, MemoryRecord] = {}
         alias_of: dict[str, str] = {}
         offered: list[list[str]] = []
         ranked: list[list[int]] = []
         for i, memory in enumerate(fresh):
-            fused: dict[int, float] = {}
-            if index is not None and index.meta:
-                legs: list[list[int]] = []
-                if vectors is not None:
-                    ids, _ = index.vector_search(
-                        vectors[i], min_score=floor, limit=top_k, allowed=None
-                    )
-                    legs.append([int(r) for r in ids])
-                hits = index.keyword_search(
-                    index.tokenizer.query(memory.content),
-                    min_relevance=floor,
-                    limit=top_k,
-                    allowed=None,
-                )
-                legs.append([int(r) for r in hits.ids])
-                for leg in legs:
-                    for rank, rowid in enumerate(leg, start=1):
-                        fused[rowid] = fused.get(rowid, 0.0) + 1.0 / (RRF_K + rank)
-            ranked.append(sorted(fused, key=lambda r: (-fused[r], r))[:top_k])
-        records = self.db.memories_by_rowid(sorted({r for rows in ranked for r in rows}), scope)
-        for i in range(len(fresh)):
+            vector = _usable(_row(vectors, i))
+            strategy: Strategy
+            query_vector: npt.NDArray[np.float32] | None
+            if self.embed is None:  # a query like recall's: embedded within its timeout
+                strategy, query_vector = "hybrid", None
+            elif vector is not None:
+                strategy, query_vector = "hybrid", vector
+            else:  # the batch could not be embedded: do not ask the embedder once per memory
+                strategy, query_vector = "keyword", None
+            outcome = self.searcher.search(
+                scope,
+                "l1",
+                memory.content,
+                limit=top_k,
+                strategy=strategy,
+                query_vector=query_vector,
+            )
+            ranked.append([h.rowid for h in outcome.top(top_k, floor)])
+        refs = sorted({r for rows in ranked for r in rows})
+        records = self.store.memories_by_ref(scope, refs) if refs else {}
+        tokenizer = self.store.tokenizer
+        for i, memory in enumerate(fresh):
             mine: list[str] = []
             for rowid in ranked[i]:
                 record = records.get(rowid)
@@ -311,9 +333,19 @@ class Consolidator:
                     alias_of[record.id] = f"c{len(alias_of) + 1}"
                     stored[alias_of[record.id]] = record
                 mine.append(alias_of[record.id])
-            if vectors is not None and i:  # earlier memories of this batch (G-X8)
-                sims = vectors[:i] @ vectors[i]
-                mine += [f"n{j + 1}" for j in range(i) if float(sims[j]) >= floor]
+            if i:  # earlier memories of this batch (G-X8)
+                query = tokenizer.query(memory.content)
+                mine += [
+                    f"n{j + 1}"
+                    for j in range(i)
+                    if _relevance(
+                        query,
+                        tokenizer.document_tokens(fresh[j].content),
+                        _row(vectors, i),
+                        _row(vectors, j),
+                    )
+                    >= floor
+                ]
             offered.append(mine)
         return stored, offered
 
@@ -486,6 +518,37 @@ class Consolidator:
 
 def _row(vectors: npt.NDArray[np.float32] | None, i: int) -> npt.NDArray[np.float32] | None:
     return None if vectors is None else vectors[i]
+
+
+def _usable(vector: npt.NDArray[np.float32] | None) -> npt.NDArray[np.float32] | None:
+    """`vector`, or `None` when it is all zeros (the embedder's answer was unusable)."""
+    return vector if vector is not None and bool(np.any(vector)) else None
+
+
+def _relevance(
+    query: Query,
+    document: Sequence[str],
+    query_vector: npt.NDArray[np.float32] | None,
+    document_vector: npt.NDArray[np.float32] | None,
+) -> float:
+    """The search's relevance (`recall.search`) of one document to a query.
+
+    The weighted share of the query's units the document covers, mixed with the cosine when
+    both have vectors.
+    """
+    tokens = set(document)
+    total = sum(u.weight for u in query.units)
+    covered = sum(
+        u.weight * (1.0 if any(b in tokens for b in u.boosts) else u.base_strength)
+        for u in query.units
+        if u.base in tokens or any(b in tokens for b in u.boosts)
+    )
+    coverage = min(covered / total, 1.0) if total > 0 else 0.0
+    q, d = _usable(query_vector), _usable(document_vector)
+    if q is None or d is None:
+        return coverage
+    cosine = max(float(q @ d), 0.0)
+    return EMBEDDING_WEIGHT * cosine + (1 - EMBEDDING_WEIGHT) * coverage
 
 
 def _is_cjk(text: str) -> bool:

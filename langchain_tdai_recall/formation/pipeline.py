@@ -7,7 +7,9 @@ window fails:
 1. read the next window past the cursor (bounded; fewer messages after repeated failures, so a
    window too big for the model's output limit is split instead of failing forever);
 2. ask the model for memories (`extraction`), validate them;
-3. plan the writes against the scope's memories (`consolidation`), embed their texts;
+3. plan the writes against the scope's memories (`consolidation`), embed their texts (with the
+   store's embedder, through `_embedder.VectorUpkeep.embed_texts`; a text that could not be
+   embedded is stored without a vector and the upkeep embeds it later);
 4. commit the writes and move the cursor in one transaction, provided the lease is still ours
    and the cursor has not moved.
 
@@ -26,7 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from langchain_core.callbacks import Callbacks, dispatch_custom_event
 from langchain_core.language_models import BaseChatModel
@@ -34,7 +36,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.formation._llm import CallResult, StructuredCaller
-from langchain_tdai_recall.formation.consolidation import Consolidator, Embed
+from langchain_tdai_recall.formation.consolidation import Consolidator
 from langchain_tdai_recall.formation.extraction import (
     Window,
     build_window,
@@ -64,7 +66,10 @@ from langchain_tdai_recall.store._formation import (
 from langchain_tdai_recall.store.store import MemoryStore
 from langchain_tdai_recall.types import Scope
 
-__all__ = ["FormationEngine", "RunRequest", "RunResult"]
+if TYPE_CHECKING:
+    from langchain_tdai_recall._embedder import VectorUpkeep
+
+__all__ = ["FormationEngine", "RunRequest", "RunResult", "zone_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,11 +91,6 @@ class RunRequest:
     """Ignore retry backoff and the scene interval (explicit `extract()` / flush)."""
     reason: str = "manual"
     """Why the run happens (`turns`, `idle`, `flush`, `open`, `close`, `manual`, …)."""
-
-    @property
-    def key(self) -> tuple[str, str | None]:
-        """The scope as the store's (user_id, agent_id) key."""
-        return (self.scope.user_id, self.scope.agent_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,16 +117,16 @@ class FormationEngine:
         store: MemoryStore,
         searcher: Searcher,
         config: TdaiConfig,
-        embed: Embed,
+        upkeep: VectorUpkeep | None,
         model: BaseChatModel,
         scene_model: BaseChatModel | None,
         callbacks: Callbacks = None,
     ) -> None:
         self.store = store
         self.config = config
-        self.embed = embed
+        self.upkeep = upkeep
         self.callbacks = callbacks
-        self.records = FormationRecords(store.db)
+        self.records: FormationRecords = store.formation
         self.owner = LeaseOwner(token=uuid.uuid4().hex)
         ex = config.extraction
         self.caller = StructuredCaller(
@@ -138,17 +138,17 @@ class FormationEngine:
         self._locks: dict[int, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self.tz = config.tzinfo()
-        self.timezone_name = _zone_name(config.timezone, self.tz)
+        self.timezone_name = zone_name(config.timezone, self.tz)
         self.consolidator = Consolidator(
-            db=store.db,
+            store=store,
             searcher=searcher,
             config=ex,
             tz=self.tz,
             timezone_name=self.timezone_name,
-            embed=embed,
+            embed=upkeep.embed_texts if upkeep is not None else None,
         )
         self.scenes = SceneWriter(
-            documents=store.documents, config=config.persona, timezone_name=self.timezone_name
+            store=store, config=config.persona, timezone_name=self.timezone_name
         )
         self.lease_ttl_s = ex.timeout_seconds + _LEASE_MARGIN_S
 
@@ -424,12 +424,7 @@ class FormationEngine:
             self._count(report, plan.call)
         if plan.error is not None:
             return plan.error
-        missing = [w for w in plan.writes if w.vector is None]
-        if missing:  # embed before the transaction: a crash in between loses nothing
-            vectors = self.embed([w.record.content for w in missing])
-            if vectors is not None:
-                for write, vector in zip(missing, vectors, strict=True):
-                    write.vector = vector
+        self.consolidator.embed_missing(plan)  # before the transaction: a crash loses nothing
         outcome = self.records.commit(
             request.scope_id,
             owner=self.owner,
@@ -448,6 +443,8 @@ class FormationEngine:
         )
         if not outcome.ok:
             return f"not committed: {outcome.reason}"
+        if self.upkeep is not None and any(w.vector is None for w in plan.writes):
+            self.upkeep.wake()
         counts = dict(plan.counts)
         counts["duplicate"] = counts.get("duplicate", 0) + outcome.duplicates
         counts["add"] = max(counts.get("add", 0) - outcome.duplicates, 0)
@@ -478,7 +475,7 @@ class FormationEngine:
         now = time.time()
         pipe = self.config.pipeline
         seq, memories, queued = self.records.scene_queue(
-            request.scope_id, request.key, persona_cfg.scene_batch
+            request.scope_id, request.scope, persona_cfg.scene_batch
         )
         if queued and not request.force:
             due = max(state.scenes_at + pipe.l2_min_interval_seconds, state.retry_at)
@@ -519,7 +516,7 @@ class FormationEngine:
             changed += outcome.changed_names
             self.records.scenes_done(request.scope_id, seq, owner=self.owner)
             seq, memories, queued = self.records.scene_queue(
-                request.scope_id, request.key, persona_cfg.scene_batch
+                request.scope_id, request.scope, persona_cfg.scene_batch
             )
         if scenes_ok:
             self._persona_step(request, changed, report, config)
@@ -532,16 +529,16 @@ class FormationEngine:
         report: ReportBuilder,
         config: RunnableConfig,
     ) -> None:
-        docs = self.store.documents
+        store = self.store
         state = self.records.scope_state(request.scope_id)
-        has_persona = docs.get_persona(request.key) is not None
-        scenes = docs.list_scenes(request.key)
+        has_persona = store.get_persona(request.scope) is not None
+        scenes = store.list_scenes(request.scope)
         due = (not has_persona and bool(scenes)) or (
             state.memories_since_persona >= self.config.persona.trigger_every_n
         )
         if not due:
             return
-        recent = self.records.recent_memories(request.scope_id, request.key, 60)
+        recent = self.records.recent_memories(request.scope_id, request.scope, 60)
         lang = self._language([m.content for m in recent[:30]] or [s.summary for s in scenes])
         outcome = self.scenes.update_persona(
             request.scope,
@@ -566,7 +563,7 @@ class FormationEngine:
         return detect_language(texts)
 
 
-def _zone_name(configured: str, tz: Any) -> str:
+def zone_name(configured: str, tz: Any) -> str:
     """A readable name of the configured zone for prompts (`Asia/Shanghai`, `+08:00`)."""
     if configured != "system":
         return configured

@@ -46,7 +46,8 @@ from langchain_tdai_recall.formation.schemas import (
     read_persona,
     read_scenes,
 )
-from langchain_tdai_recall.store._documents import DocumentStore, normalize_scene_name
+from langchain_tdai_recall.store._documents import normalize_scene_name
+from langchain_tdai_recall.store.store import MemoryStore
 from langchain_tdai_recall.types import MemoryRecord, SceneBlock, SceneInfo, Scope
 
 __all__ = ["PersonaOutcome", "SceneOutcome", "SceneWriter"]
@@ -58,8 +59,6 @@ _SHOWN_CHARS: Final = 12_000
 _PERSONA_MEMORIES: Final = 30
 _ELLIPSIS: Final = "…"
 _WORD_RE: Final = re.compile(r"[\u3400-\u9fff]|[^\W_]{3,}")
-
-Key = tuple[str, str | None]
 
 
 @dataclass(slots=True)
@@ -206,11 +205,11 @@ class SceneWriter:
     def __init__(
         self,
         *,
-        documents: DocumentStore,
+        store: MemoryStore,
         config: PersonaConfig,
         timezone_name: str,
     ) -> None:
-        self.documents = documents
+        self.store = store
         self.config = config
         self.timezone_name = timezone_name
 
@@ -226,9 +225,8 @@ class SceneWriter:
         run_config: RunnableConfig | None = None,
     ) -> SceneOutcome:
         """One scene call for `memories`; edits applied only if the whole answer is usable."""
-        key = (scope.user_id, scope.agent_id)
         outcome = SceneOutcome()
-        current = self._current(key, memories)
+        current = self._current(scope, memories)
         cfg = self.config
         system = scenes_system(
             language,
@@ -261,20 +259,15 @@ class SceneWriter:
             return outcome
         pending = self._validate(edits, current, outcome)
         try:
-            outcome.changed_names = self._write(key, current, pending)
+            outcome.changed_names = self._write(scope, current, pending)
         except Exception as exc:  # restored by _write; the queue stays for a retry
             outcome.error = f"writing scenes failed: {type(exc).__name__}: {exc}"
             outcome.created = outcome.updated = outcome.merged = outcome.deleted = 0
             outcome.changed_names = []
         return outcome
 
-    def _current(self, scope: Key, memories: Sequence[MemoryRecord]) -> _Current:
-        infos = self.documents.list_scenes(scope)
-        blocks: dict[str, tuple[SceneBlock, str]] = {}
-        for info in infos:
-            found = self.documents._read(scope, info.name)  # the title too
-            if found is not None:
-                blocks[info.name] = found
+    def _current(self, scope: Scope, memories: Sequence[MemoryRecord]) -> _Current:
+        blocks = self.store.scenes_with_titles(scope)  # the titles too
         wanted = _words(" ".join(f"{m.content} {m.scene_name}" for m in memories))
 
         def overlap(name: str) -> tuple[int, int, str]:
@@ -313,37 +306,24 @@ class SceneWriter:
                 check.delete(name)
         return check.pending
 
-    def _write(self, scope: Key, current: _Current, pending: _Pending) -> list[str]:
-        docs = self.documents
-        touched = list(dict.fromkeys([*pending.writes, *pending.removes]))
-        snapshot = {n: current.blocks.get(n) for n in touched}
-        changed: list[str] = []
+    def _write(self, scope: Scope, current: _Current, pending: _Pending) -> list[str]:
+        """Apply the validated edits, all or none (`MemoryStore.apply_scene_edits`)."""
         now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        writes: list[tuple[SceneBlock, str]] = []
         # written under their own names (not re-derived from titles), heat and dates by code
-        with docs._lock:  # one update of the scope's files at a time
-            try:
-                for name, (title, summary, body, heat) in pending.writes.items():
-                    before = current.blocks.get(name)
-                    old = before[0].info if before is not None else None
-                    info = SceneInfo(
-                        name=name,
-                        summary=summary,
-                        heat=heat if heat is not None else (old.heat + 1 if old else 1),
-                        created=(old.created if old and old.created else now),
-                        updated=now,
-                    )
-                    docs._write(scope, SceneBlock(info=info, body=body), title)
-                    changed.append(name)
-                for name in pending.removes:
-                    docs._remove(scope, name)
-            except Exception:
-                for name, before in snapshot.items():
-                    if before is None:
-                        docs._remove(scope, name)
-                    else:
-                        docs._write(scope, before[0], before[1])  # exact restore
-                raise
-        return changed
+        for name, (title, summary, body, heat) in pending.writes.items():
+            before = current.blocks.get(name)
+            old = before[0].info if before is not None else None
+            info = SceneInfo(
+                name=name,
+                summary=summary,
+                heat=heat if heat is not None else (old.heat + 1 if old else 1),
+                created=(old.created if old and old.created else now),
+                updated=now,
+            )
+            writes.append((SceneBlock(info=info, body=body), title))
+        self.store.apply_scene_edits(scope, writes, list(pending.removes))
+        return [block.info.name for block, _ in writes]
 
     # -- persona -------------------------------------------------------------------------------
 
@@ -358,16 +338,15 @@ class SceneWriter:
         run_config: RunnableConfig | None = None,
     ) -> PersonaOutcome:
         """One persona call; the stored persona changes only on a valid `rewrite`."""
-        key = (scope.user_id, scope.agent_id)
         outcome = PersonaOutcome()
-        docs = self.documents
-        current = docs.get_persona(key) or ""
-        infos = docs.list_scenes(key)
+        store = self.store
+        current = store.get_persona(scope) or ""
+        infos = store.list_scenes(scope)
         names = list(dict.fromkeys([*changed_scenes, *(i.name for i in infos)]))
         scenes: list[dict[str, object]] = []
         used = 0
         for name in names:
-            block = docs.read_scene(key, name)
+            block = store.read_scene(scope, name)
             if block is None:
                 continue
             if used + len(block.body) > _SHOWN_CHARS and scenes:
@@ -408,7 +387,7 @@ class SceneWriter:
         if text == current.strip():
             outcome.kept = True
             return outcome
-        docs.set_persona(key, text)
+        store.set_persona(scope, text)
         outcome.written = True
         return outcome
 

@@ -1,7 +1,8 @@
 """When formation runs: turn counts with warm-up, idle timers, session end, flush, close, open.
 
-A captured turn calls `notify` (through `TdaiMemory._after_capture`), which only puts an item
-on a queue: the turn never waits for a database read, a lock or a model (measured in
+A stored turn calls `notify` (through `TdaiMemory._after_capture`, on the background L0 writer's
+thread for the turns the agent adapters capture), which only puts an item on a queue: neither a
+turn nor the writer ever waits for a database read, a lock or a model (measured in
 `benchmarks/formation`). One daemon thread owns every decision:
 
 - **Turns.** Each session counts its captured turns; at the threshold its scope gets a run. The
@@ -62,7 +63,9 @@ class _Session:
     last_active: float = 0.0
     retry_at: float = 0.0
     counted_at: float = 0.0
-    """When `turns` was last counted from the store (earlier notifications are in it)."""
+    """Taken just before `turns` was last counted from the store: a notification younger than
+    it is counted on top (a turn may be counted twice, which only starts a run early; a turn
+    stored while the count ran is never missed)."""
 
 
 @dataclass(slots=True)
@@ -76,16 +79,11 @@ class _Job:
 class FormationScheduler:
     """Schedules formation runs for one `TdaiMemory` (see the module docstring)."""
 
-    def __init__(
-        self,
-        engine: FormationEngine,
-        *,
-        scope_id: Callable[[Scope], int | None],
-    ) -> None:
+    def __init__(self, engine: FormationEngine) -> None:
         self.engine = engine
         self.config = engine.config
         self._background = engine.config.pipeline.enabled
-        self._scope_id = scope_id
+        self._scope_id = engine.records.scope_id
         self._inbox: queue.SimpleQueue[tuple[object, ...]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._sessions: dict[Key, _Session] = {}
@@ -278,6 +276,9 @@ class FormationScheduler:
     def _session(self, scope_id: int, scope: Scope, key: str) -> _Session:
         state = self._sessions.get((scope_id, key))
         if state is None:
+            # The count covers the turns stored when it is read; a turn whose notification is
+            # younger than `counted` is counted again, never lost (so `counted` comes first).
+            counted = time.time()
             stored = self.engine.records.session(scope_id, key)
             backlog = self.engine.records.backlog(scope_id, key)
             state = _Session(
@@ -285,7 +286,7 @@ class FormationScheduler:
                 turns=backlog.user_turns if backlog else 0,
                 warmup=stored.warmup,
                 retry_at=stored.retry_at,
-                counted_at=time.time(),
+                counted_at=counted,
             )
             self._sessions[(scope_id, key)] = state
         return state
@@ -414,10 +415,11 @@ class FormationScheduler:
         for (sid, key), state in list(self._sessions.items()):
             if sid != scope_id:
                 continue
+            counted = time.time()  # before the count: see `_session`
             backlog = records.backlog(scope_id, key)
             state.turns = backlog.user_turns if backlog else 0
             state.retry_at = backlog.state.retry_at if backlog else 0.0
-            state.counted_at = time.time()
+            state.counted_at = counted
             self._consider(scope_id, key, state, reason="turns")
 
     def _scan(self, mark: int) -> None:

@@ -14,10 +14,13 @@ import logging
 import time
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import RecallTimeoutError
+from langchain_tdai_recall.recall.gate import injected
 from langchain_tdai_recall.recall.prompt import (
+    detect_language,
     format_memory_line,
     render_prepend_context,
     render_scene_navigation,
@@ -28,7 +31,13 @@ from langchain_tdai_recall.recall.search import Searcher
 from langchain_tdai_recall.store.store import MemoryStore, Scope
 from langchain_tdai_recall.text.budget import apply_budget
 from langchain_tdai_recall.text.clean import clean_query, content_text
-from langchain_tdai_recall.types import RecalledMemory, RecallResult, RecallStrategy
+from langchain_tdai_recall.types import (
+    Language,
+    MemoryRecord,
+    RecalledMemory,
+    RecallResult,
+    RecallStrategy,
+)
 
 __all__ = ["MIN_QUERY_CHARS", "RecallEngine"]
 
@@ -36,6 +45,20 @@ logger = logging.getLogger(__name__)
 
 MIN_QUERY_CHARS = 2
 """Cleaned text shorter than this many code points skips the L1 search."""
+
+MAX_STANDING_RULES = 50
+"""At most this many standing rules (oldest first) go into the system context; the rest are
+left to search (with a warning)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecallRequest:
+    """What one recall is asked to do, beyond the user's text and scope."""
+
+    system_prompt: str | None = None
+    """The app's own system prompt: the turn-invariant language signal of `language="auto"`."""
+    tools_guide: bool = True
+    """Whether the caller has the memory tools (the guide is written only then)."""
 
 
 class RecallEngine:
@@ -57,13 +80,17 @@ class RecallEngine:
 
     # -- public entry points ------------------------------------------------------------------
 
-    def recall(self, user_text: object, scope: Scope) -> RecallResult | None:
+    def recall(
+        self, user_text: object, scope: Scope, request: RecallRequest | None = None
+    ) -> RecallResult | None:
         """Recall for one turn, waiting at most `recall.timeout_ms`."""
         cfg = self.config.recall
         if not cfg.enabled:
             return None
         deadline = time.monotonic() + cfg.timeout_ms / 1000
-        future = self._executor.submit(self._recall, user_text, scope, deadline)
+        future = self._executor.submit(
+            self._recall, user_text, scope, request or RecallRequest(), deadline
+        )
         try:
             return future.result(timeout=cfg.timeout_ms / 1000)
         except FutureTimeout:
@@ -73,14 +100,18 @@ class RecallEngine:
             self._failed(exc)
         return None
 
-    async def arecall(self, user_text: object, scope: Scope) -> RecallResult | None:
+    async def arecall(
+        self, user_text: object, scope: Scope, request: RecallRequest | None = None
+    ) -> RecallResult | None:
         """Async version of `recall`; the event loop is never blocked."""
         cfg = self.config.recall
         if not cfg.enabled:
             return None
         deadline = time.monotonic() + cfg.timeout_ms / 1000
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._executor, self._recall, user_text, scope, deadline)
+        future = loop.run_in_executor(
+            self._executor, self._recall, user_text, scope, request or RecallRequest(), deadline
+        )
         try:
             return await asyncio.wait_for(future, timeout=cfg.timeout_ms / 1000)
         except TimeoutError:
@@ -111,40 +142,97 @@ class RecallEngine:
 
     # -- the work -----------------------------------------------------------------------------
 
-    def _recall(self, user_text: object, scope: Scope, deadline: float) -> RecallResult:
+    def _languages(self, query: str, request: RecallRequest) -> tuple[Language, Language]:
+        """(memory block, system context) languages under `recall.language`."""
+        setting = self.config.recall.language
+        if setting != "auto":
+            return setting, setting
+        system: Language = detect_language(request.system_prompt) or "en"
+        return detect_language(query) or system, system
+
+    def _pinned(self, scope: Scope) -> tuple[list[MemoryRecord], list[MemoryRecord], set[int]]:
+        """Standing rules (oldest first) and pinned memories (highest priority, then oldest).
+
+        Returns the two lists and the row references of both, which the search then skips.
+        """
+        cfg = self.config.recall
+        index = self.store.index(scope, "l1")
+        if index is None:
+            return [], [], set()
+        threshold = cfg.pin_priority if cfg.pin_priority is not None else 101
+        rule_threshold = min(
+            threshold,
+            cfg.pin_instruction_priority if cfg.pin_instruction_priority is not None else 101,
+        )
+        rows = index.pinned_rows(rule_threshold)
+        if not rows:
+            return [], [], set()
+        records = self.store.memories_by_ref(scope, [rowid for rowid, _ in rows])
+        rules: list[tuple[int, MemoryRecord]] = []
+        pinned: list[tuple[int, MemoryRecord]] = []
+        for rowid, rec in records.items():
+            if rec.priority == -1 and rec.type == "instruction":
+                rules.append((rowid, rec))
+            elif rec.priority >= (rule_threshold if rec.type == "instruction" else threshold):
+                pinned.append((rowid, rec))
+        rules.sort(key=lambda item: (item[1].created_at, item[1].id))
+        pinned.sort(key=lambda item: (-item[1].priority, item[1].created_at, item[1].id))
+        for kept, limit, what in (
+            (rules, MAX_STANDING_RULES, "standing rules (priority -1)"),
+            (pinned, cfg.max_pinned, "memories pinned by priority"),
+        ):
+            if len(kept) > limit:
+                logger.warning(
+                    "scope has %d %s; the first %d are pinned, the rest are left to search",
+                    len(kept),
+                    what,
+                    limit,
+                )
+                del kept[limit:]
+        refs = {rowid for rowid, _ in rules} | {rowid for rowid, _ in pinned}
+        return [r for _, r in rules], [r for _, r in pinned], refs
+
+    def _recall(
+        self, user_text: object, scope: Scope, request: RecallRequest, deadline: float
+    ) -> RecallResult:
         cfg = self.config.recall
         started = time.perf_counter()
         timings: dict[str, float] = {}
         query = clean_query(content_text(user_text))
+        language, system_language = self._languages(query, request)
         strategy: RecallStrategy = "skipped"
         error: str | None = None
         memories: list[RecalledMemory] = []
         lines: list[str] = []
         truncated = dropped = 0
-        if len(query) >= MIN_QUERY_CHARS:
+        t_pinned = time.perf_counter()
+        rules, pinned, pinned_refs = self._pinned(scope)
+        timings["pinned"] = (time.perf_counter() - t_pinned) * 1000
+        if len(query) >= MIN_QUERY_CHARS and cfg.max_results > 0:
             outcome = self.searcher.search(
                 scope,
                 "l1",
                 query,
-                limit=cfg.max_results,
+                limit=cfg.max_results + len(pinned_refs),
                 strategy=cfg.strategy,
-                keyword_threshold=cfg.keyword_threshold,
-                embedding_threshold=cfg.score_threshold,
                 deadline=deadline,
             )
             strategy, error = outcome.strategy, outcome.error
             timings.update(outcome.timings_ms)
-            records = self.store.db.memories_by_rowid([h.rowid for h in outcome.hits], scope)
-            hits = [h for h in outcome.hits if h.rowid in records]
+            threshold = cfg.keyword_threshold if strategy == "keyword" else cfg.score_threshold
+            chosen = injected(
+                outcome, threshold=threshold, limit=cfg.max_results, exclude=pinned_refs
+            )
+            records = self.store.memories_by_ref(scope, [h.rowid for h in chosen])
+            hits = [h for h in chosen if h.rowid in records]
             raw_lines = [
-                format_memory_line(records[h.rowid], tz=self._tz, language=cfg.language)
-                for h in hits
+                format_memory_line(records[h.rowid], tz=self._tz, language=language) for h in hits
             ]
             budget = apply_budget(
                 raw_lines,
                 per_line=cfg.max_chars_per_memory,
                 total=cfg.max_total_recall_chars,
-                suffix=truncation_suffix(cfg.language),
+                suffix=truncation_suffix(language),
             )
             lines = budget.lines
             truncated, dropped = sum(budget.truncated), budget.dropped
@@ -170,13 +258,17 @@ class RecallEngine:
         tools = self.config.tools
         system = render_system_context(
             persona=persona_text,
-            navigation=render_scene_navigation(scenes, cfg.language),
-            language=cfg.language,
-            tools_max_calls=tools.max_calls_per_turn if tools.enabled else None,
+            rules=[r.content for r in rules],
+            pinned=[format_memory_line(r, tz=self._tz, language=system_language) for r in pinned],
+            navigation=render_scene_navigation(scenes, system_language),
+            language=system_language,
+            tools_max_calls=(
+                tools.max_calls_per_turn if tools.enabled and request.tools_guide else None
+            ),
         )
         timings["total"] = (time.perf_counter() - started) * 1000
         result = RecallResult(
-            prepend_context=render_prepend_context(lines, cfg.language),
+            prepend_context=render_prepend_context(lines, language),
             append_system_context=system,
             memories=tuple(memories),
             persona=persona_text,
@@ -186,11 +278,16 @@ class RecallEngine:
             truncated=truncated,
             dropped=dropped,
             error=error,
+            standing_rules=tuple(rules),
+            pinned=tuple(pinned),
+            language=language,
         )
         logger.debug(
-            "recall strategy=%s memories=%d total=%.1f ms timings=%s",
+            "recall strategy=%s memories=%d rules=%d pinned=%d total=%.1f ms timings=%s",
             strategy,
             len(memories),
+            len(rules),
+            len(pinned),
             timings["total"],
             timings,
         )

@@ -13,14 +13,27 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from langchain_tdai_recall.text.lookalike import OPENER_CHARS, fold
+from langchain_tdai_recall.text.tags import (
+    INJECTED_TAGS,
+    KEY_MEMORIES_TAG,
+    MEMORY_TOOLS_GUIDE_TAG,
+    RELEVANT_MEMORIES_TAG,
+    SCENE_NAVIGATION_TAG,
+    STANDING_RULES_TAG,
+    USER_PERSONA_TAG,
+)
 from langchain_tdai_recall.types import Language, MemoryRecord, SceneInfo
 
 __all__ = [
+    "KEY_MEMORIES_TAG",
     "MEMORY_TOOLS_GUIDE_TAG",
     "RELEVANT_MEMORIES_TAG",
     "SCENE_NAVIGATION_TAG",
+    "STANDING_RULES_TAG",
     "TRUNCATION_SUFFIX",
     "USER_PERSONA_TAG",
+    "detect_language",
     "disclaimer",
     "escape_block_text",
     "escape_inline",
@@ -28,15 +41,12 @@ __all__ = [
     "format_time",
     "render_prepend_context",
     "render_scene_navigation",
+    "render_standing_rules",
     "render_system_context",
     "tools_guide",
     "truncation_suffix",
 ]
 
-RELEVANT_MEMORIES_TAG: Final = "relevant-memories"
-USER_PERSONA_TAG: Final = "user-persona"
-SCENE_NAVIGATION_TAG: Final = "scene-navigation"
-MEMORY_TOOLS_GUIDE_TAG: Final = "memory-tools-guide"
 
 TRUNCATION_SUFFIX: Final[dict[Language, str]] = {
     "zh": "…（已截断；可用 tdai_memory_search 或 tdai_conversation_search 查看详情）",
@@ -81,6 +91,17 @@ _TOOLS_GUIDE: Final[dict[Language, str]] = {
     ),
 }
 
+_RULES_HEADER: Final[dict[Language, str]] = {
+    "zh": "用户定下的长期规则，每一次回答都要遵守：",
+    "en": "Standing instructions from the user. Follow them in every reply:",
+}
+
+_KEY_MEMORIES_HEADER: Final[dict[Language, str]] = {
+    "zh": "关于用户的关键信息（健康、安全、硬性约束等），每一次回答都要考虑到：",
+    "en": "Key facts about the user (health, safety, hard constraints). Keep them in mind in "
+    "every reply:",
+}
+
 _NAV_HEADER: Final[dict[Language, str]] = {
     "zh": "场景记忆索引（按热度排序）。需要某个场景的完整内容时，用 tdai_read_scene 按名称读取：",
     "en": "Scene memory index, most active first. To read a scene in full, call tdai_read_scene "
@@ -97,24 +118,73 @@ _TIME_LABEL: Final[dict[Language, tuple[str, str, str, str]]] = {
 }
 
 _PROTECTED_TAGS: Final = (
-    RELEVANT_MEMORIES_TAG,
-    USER_PERSONA_TAG,
-    SCENE_NAVIGATION_TAG,
-    MEMORY_TOOLS_GUIDE_TAG,
-    "relevant-scenes",
+    *INJECTED_TAGS,
     "system",
     "assistant",
     "user",
     "human",
     "tool",
 )
-_TAG_OPEN_RE: Final = re.compile(
-    r"<(?=\s*/?\s*(?:" + "|".join(re.escape(t) for t in _PROTECTED_TAGS) + r")\b)",
-    re.IGNORECASE,
+_TEMPLATE_TAGS: Final = (
+    "s",  # <s> </s> (Llama, Mistral)
+    "sys",  # <<SYS>> <</SYS>> (Llama 2): the inner `<SYS>`
+    "bos",
+    "eos",
+    "start_of_turn",  # Gemma
+    "end_of_turn",
+    "im_start",  # ChatML without the bars
+    "im_end",
+    "endoftext",
 )
+_TEMPLATE_BRACKETS: Final = (
+    "inst",  # [INST] [/INST] (Llama 2, Mistral)
+    "sys",
+    "system_prompt",  # Mistral
+    "available_tools",
+    "tool_calls",
+    "tool_results",
+)
+# These patterns run on the folded view of `text.lookalike` (lower case, look-alike brackets and
+# hyphens folded, invisible characters gone); a hyphen or underscore in a name may be written as
+# either, as a space or left out. Possessive quantifiers keep them linear.
+_FLEX_NAMES: Final = "|".join(
+    re.sub(r"\\-|_", "[-_ ]?", re.escape(name)) for name in (*_PROTECTED_TAGS, *_TEMPLATE_TAGS)
+)
+_TAG_OPEN_RE: Final = re.compile(rf"<(?=\s*+(?:/\s*+)?(?:{_FLEX_NAMES})\b)")
+"""`<` opening or closing a block, role or template tag: becomes `&lt;`."""
+_TEMPLATE_TOKEN_RE: Final = re.compile(r"<(?=\|[^|<>\s]{1,64}\|>)")
+"""`<` of a special token such as `<|im_start|>` or `<|endoftext|>`: becomes `&lt;`."""
+_TEMPLATE_BRACKET_RE: Final = re.compile(
+    r"\[(?=\s*+(?:/\s*+)?(?:"
+    + "|".join(re.escape(name) for name in _TEMPLATE_BRACKETS)
+    + r")\s*+\])"
+)
+"""`[` of an instruction marker such as `[INST]`: becomes a full-width `［`."""
+_OPENER_RE: Final = re.compile("[" + re.escape("".join(sorted(OPENER_CHARS))) + "]")
 _LINE_BREAK_RE: Final = re.compile(r"[\r\n\u2028\u2029\x85\x0b\x0c]+")
 _CONTROL_RE: Final = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 _SPACES_RE: Final = re.compile(r"[ \t]+")
+_ISO_DATE_RE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+_HAN_RE: Final = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_WORD_RE: Final = re.compile(r"[A-Za-z]{2,}")
+
+
+def detect_language(text: str | None) -> Language | None:
+    """`zh` or `en` for text mostly in Chinese or mostly in a Latin script; `None` when unsure.
+
+    Counts Han characters against Latin words (two Han characters weigh about one word), so a
+    Chinese sentence with a few English terms is Chinese and an English sentence quoting one
+    Chinese name is English. Text with neither (digits, emoji, other scripts) gives `None`.
+    """
+    if not text:
+        return None
+    han = len(_HAN_RE.findall(text))
+    words = len(_LATIN_WORD_RE.findall(text))
+    if han == 0 and words == 0:
+        return None
+    return "zh" if han >= 2 * words else "en"
 
 
 def disclaimer(language: Language) -> str:
@@ -133,12 +203,39 @@ def truncation_suffix(language: Language) -> str:
 
 
 def escape_block_text(text: str) -> str:
-    """Escape stored text so it cannot open or close a prompt block or a role tag.
+    """Escape stored text so it cannot open or close a prompt block, role tag or template marker.
 
-    `<` before any protected tag name (optionally after `/` and spaces) becomes `&lt;`; control
-    characters are removed. Line breaks are kept (for the persona and scene bodies).
+    - `<` before a protected tag name (a block of this package, `system`, `assistant`, `user`,
+      `human`, `tool`), optionally after `/` and spaces, becomes `&lt;`; so does `<` of a chat
+      template marker (`<|im_start|>`, `<|endoftext|>`, `</s>`, `<<SYS>>`, `<start_of_turn>`,
+      ...), and `[` of `[INST]`-style markers becomes `［`.
+    - Look-alikes are caught too: any case, full-width or other look-alike brackets, hyphens
+      written as `_` or a space, zero-width and other invisible characters inside the tag.
+    - Control characters are removed. Line breaks are kept (for the persona and scene bodies).
+
+    Everything else is left exactly as it was. Linear in the length of `text`.
     """
-    return _TAG_OPEN_RE.sub("&lt;", _CONTROL_RE.sub("", text))
+    text = _CONTROL_RE.sub("", text)
+    if _OPENER_RE.search(text) is None:
+        return text
+    folded, origin = fold(text)
+    replace: dict[int, str] = {}
+    for pattern, mark in (
+        (_TAG_OPEN_RE, "&lt;"),
+        (_TEMPLATE_TOKEN_RE, "&lt;"),
+        (_TEMPLATE_BRACKET_RE, "\uff3b"),
+    ):
+        for m in pattern.finditer(folded):
+            replace[origin[m.start()]] = mark
+    if not replace:
+        return text
+    parts: list[str] = []
+    position = 0
+    for index in sorted(replace):
+        parts += (text[position:index], replace[index])
+        position = index + 1
+    parts.append(text[position:])
+    return "".join(parts)
 
 
 def escape_inline(text: str) -> str:
@@ -224,12 +321,21 @@ def render_scene_navigation(scenes: Sequence[SceneInfo], language: Language) -> 
     lines = [_NAV_HEADER[language]]
     for scene in ordered:
         meta = f"{heat_label} {_heat_marks(scene.heat)}"
-        if scene.updated:
-            meta += f", {updated_label} {scene.updated[:10]}"
+        updated = scene.updated[:10]
+        if _ISO_DATE_RE.fullmatch(updated):  # a date or nothing: the field is stored text
+            meta += f", {updated_label} {updated}"
         summary = escape_inline(scene.summary)
         name = escape_inline(scene.name)
         lines.append(f"- {name} ({meta})" + (f": {summary}" if summary else ""))
     return "\n".join(lines)
+
+
+def render_standing_rules(rules: Sequence[str], language: Language) -> str | None:
+    """The body of the standing-instructions block: a header and one line per rule."""
+    lines = [f"- {escape_inline(rule)}" for rule in rules if rule.strip()]
+    if not lines:
+        return None
+    return "\n".join([_RULES_HEADER[language], *lines])
 
 
 def render_system_context(
@@ -238,16 +344,27 @@ def render_system_context(
     navigation: str | None,
     language: Language,
     tools_max_calls: int | None,
+    rules: Sequence[str] = (),
+    pinned: Sequence[str] = (),
 ) -> str | None:
-    """Persona, scene navigation and tools guide blocks, in that order, joined by a blank line.
+    """Persona, standing rules, key memories, scene navigation and tools guide, blank-line joined.
 
-    The tools guide is included whenever the tools are (`tools_max_calls` is not `None`),
-    independent of whether this turn recalled anything, so the system message does not toggle
-    between turns. `None` when there is nothing to add.
+    `rules` are the texts of the standing rules; `pinned` are memory lines (see
+    `format_memory_line`) of the memories pinned by priority.
+
+    The tools guide is included whenever the caller has the tools (`tools_max_calls` is not
+    `None`), independent of whether this turn recalled anything, so the system message does not
+    toggle between turns. `None` when there is nothing to add.
     """
     parts = []
     if persona:
         parts.append(f"<{USER_PERSONA_TAG}>\n{escape_block_text(persona)}\n</{USER_PERSONA_TAG}>")
+    standing = render_standing_rules(rules, language)
+    if standing:
+        parts.append(f"<{STANDING_RULES_TAG}>\n{standing}\n</{STANDING_RULES_TAG}>")
+    if pinned:
+        body = "\n".join([_KEY_MEMORIES_HEADER[language], *pinned])
+        parts.append(f"<{KEY_MEMORIES_TAG}>\n{body}\n</{KEY_MEMORIES_TAG}>")
     if navigation:
         parts.append(f"<{SCENE_NAVIGATION_TAG}>\n{navigation}\n</{SCENE_NAVIGATION_TAG}>")
     if tools_max_calls is not None:

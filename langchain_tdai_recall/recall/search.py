@@ -1,19 +1,26 @@
-"""L1/L0 search: the keyword and embedding legs, thresholds, fusion and tie-breaking.
+"""L1/L0 search: the keyword and embedding legs, fused into one relevance and one ranking.
 
-Recall, `search_memories`, `search_conversations` and the tools all rank through `Searcher`, so
-the agent's tools see the same ranking and thresholds as automatic recall.
+Recall, `search_memories`, `search_conversations` and the tools all rank through `Searcher`; they
+differ only in how they gate the ranked hits (see `recall.gate`).
 
-- Keyword leg: hits whose keyword relevance (query coverage, see `store._keyword`) reaches the
-  keyword threshold, ranked by BM25.
-- Embedding leg: hits whose cosine similarity reaches `score_threshold`, ranked by cosine. The
-  query embedding is bounded by `embedding.query_timeout_ms`; when it fails or times out the
-  search continues with the keyword leg alone and reports that strategy.
-- Hybrid: each leg contributes `3 × limit` candidates; reciprocal rank fusion with k = 60.
-- Scores: a hit's `score` is always its RRF sum, 1 / (60 + rank) per leg that found it, so
-  scores from any strategy share one scale; the legs' own numbers (keyword relevance, cosine)
-  are reported beside it.
-- Ties break by score, then priority, then recency, then id, so results never depend on
-  insertion order or on dictionary iteration.
+Every hit carries two numbers (hybrid search, with `W = EMBEDDING_WEIGHT = 0.7`):
+
+- `score`, the relevance in [0, 1] that thresholds and readers see:
+  `W · max(cosine, 0) + (1 - W) · keyword coverage`. Both legs depend only on the query and the
+  memory, so adding memories never lowers an existing hit's score.
+- `rank`, the order of the hits: the same mix with the keyword leg's coverage weighted by how rare
+  each query word is in the scope (`store._keyword`). Rare, decisive words ("peanuts") count for
+  more than the words most memories share. It is never compared with a threshold.
+
+Candidates: the embedding leg's `3 × limit` nearest memories and the keyword leg's `3 × limit`
+best-ranked memories; every candidate gets both legs' numbers (the keyword leg scores the
+embedding candidates, and the embedding leg the keyword candidates), so a memory found by one leg
+is not penalised for being missed by the other's cut. A memory whose vector is not computed yet
+is scored by its keyword leg alone. With one leg (`keyword`, `embedding`, or a hybrid search whose
+query embedding failed or timed out) the score is that leg's number.
+
+Ties break by rank, then priority, then recency, then id, so results never depend on insertion
+order or dictionary iteration. Measurements behind the weights: `benchmarks/results/quality.md`.
 """
 
 from __future__ import annotations
@@ -21,11 +28,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -33,39 +39,66 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_tdai_recall.store._scope import LayerIndex
 from langchain_tdai_recall.store._sqlite import Layer
-from langchain_tdai_recall.store.store import MemoryStore, Scope
-from langchain_tdai_recall.types import RecallStrategy, Strategy
+from langchain_tdai_recall.store.store import MemoryStore
+from langchain_tdai_recall.types import RecallStrategy, Scope, Strategy
 
-__all__ = ["RRF_K", "FusedHit", "SearchOutcome", "Searcher", "normalize_rows"]
+__all__ = [
+    "CANDIDATES_PER_RESULT",
+    "EMBEDDING_WEIGHT",
+    "RankedHit",
+    "SearchOutcome",
+    "Searcher",
+    "normalize_rows",
+]
 
 logger = logging.getLogger(__name__)
 
-RRF_K: Final = 60
-"""Reciprocal rank fusion constant: a hit at 1-based rank r in a leg contributes 1 / (60 + r)."""
+EMBEDDING_WEIGHT: Final = 0.7
+"""Share of the embedding leg in a hybrid score and rank; the keyword leg has the rest."""
 
 CANDIDATES_PER_RESULT: Final = 3
-"""Hybrid search takes this many candidates per requested result from each leg."""
+"""Each leg contributes this many candidates per requested result."""
+
+STUCK_EMBEDDINGS: Final = 2
+"""Query embeddings still running past their timeout after which the embedder is skipped."""
 
 
 @dataclass(frozen=True, slots=True)
-class FusedHit:
+class RankedHit:
     """One ranked row of a search, before its record is loaded."""
 
     rowid: int
+    """Row reference in the store."""
     score: float
+    """Relevance in [0, 1] (see the module docstring); what thresholds compare."""
+    rank: float
+    """Ordering score; higher first."""
     keyword_score: float | None
+    """Keyword coverage in [0, 1] when the keyword leg ran."""
     embedding_score: float | None
+    """Cosine similarity when the embedding leg ran and the row has a vector."""
+    priority: int
+    """Priority of the row (0 for messages)."""
 
 
 @dataclass(slots=True)
 class SearchOutcome:
-    """Ranked hits plus what the search actually did."""
+    """Ranked candidates plus what the search actually did."""
 
-    hits: list[FusedHit]
+    hits: list[RankedHit]
+    """Every candidate, best ranked first; not thresholded and not cut to the limit."""
     strategy: RecallStrategy
+    """Strategy that actually ran."""
     error: str | None = None
+    """Why a leg was skipped, when it was."""
     timings_ms: dict[str, float] = field(default_factory=dict)
-    index: LayerIndex | None = None
+    """Per-step durations."""
+    scope_coverage: float = 0.0
+    """Weighted share of the query's words that occur anywhere in the scope's layer."""
+
+    def top(self, limit: int, min_score: float) -> list[RankedHit]:
+        """The best `limit` hits whose score reaches `min_score`."""
+        return [h for h in self.hits if h.score >= min_score - 1e-6][:limit]
 
 
 def normalize_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -95,16 +128,46 @@ class Searcher:
         self._query_timeout_ms = query_timeout_ms
         self._max_input_chars = max_input_chars
         self._warned_no_embeddings = False
-        self._warn_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._running: dict[int, float] = {}
+        """Query embeddings in flight: future id -> monotonic deadline."""
+
+    # -- the embedding leg --------------------------------------------------------------------
+
+    def _stuck(self) -> int:
+        """Query embeddings still running past their own deadline."""
+        now = time.monotonic()
+        with self._lock:
+            return sum(1 for deadline in self._running.values() if deadline < now)
+
+    def _track(self, future: Future[list[float]], deadline: float) -> None:
+        key = id(future)
+        with self._lock:
+            self._running[key] = deadline
+
+        def done(_: object) -> None:
+            with self._lock:
+                self._running.pop(key, None)
+
+        future.add_done_callback(done)
 
     def embed_query(
         self, text: str, *, timeout_ms: float
     ) -> tuple[npt.NDArray[np.float32] | None, str | None]:
-        """Embed a query within `timeout_ms`; returns (vector, error)."""
+        """Embed a query within `timeout_ms`; returns (vector, error).
+
+        When earlier query embeddings are still running past their timeout (a hung embedder),
+        the call is skipped at once instead of queueing behind them, so concurrent recalls
+        degrade to keyword search within their budget.
+        """
         if self.embeddings is None:
             return None, "no embedder configured"
+        stuck = self._stuck()
+        if stuck >= STUCK_EMBEDDINGS:
+            return None, f"embedder unresponsive ({stuck} query embeddings still running)"
         embeddings = self.embeddings
         future = self._executor.submit(embeddings.embed_query, text[: self._max_input_chars])
+        self._track(future, time.monotonic() + max(timeout_ms, 0.0) / 1000.0)
         try:
             raw = future.result(timeout=max(timeout_ms, 0.0) / 1000.0)
         except FutureTimeout:
@@ -112,19 +175,38 @@ class Searcher:
             return None, f"query embedding exceeded {timeout_ms:.0f} ms"
         except Exception as exc:
             return None, f"query embedding failed: {type(exc).__name__}: {exc}"
-        vector = np.asarray(raw, dtype=np.float32).reshape(1, -1)
-        if vector.shape[1] == 0 or not np.isfinite(vector).all():
-            return None, "query embedding returned an empty or non-finite vector"
-        return normalize_rows(vector)[0], None
+        return _query_vector(raw)
 
     def _warn_keyword_only(self) -> None:
-        with self._warn_lock:
-            if not self._warned_no_embeddings:
-                self._warned_no_embeddings = True
-                logger.warning(
-                    "this memory store has no embedder (embeddings=None); embedding and hybrid "
-                    "search fall back to keyword search"
-                )
+        with self._lock:
+            if self._warned_no_embeddings:
+                return
+            self._warned_no_embeddings = True
+        logger.warning(
+            "this memory store has no embedder (embeddings=None); embedding and hybrid "
+            "search fall back to keyword search"
+        )
+
+    def _query_vector(
+        self, text: str, index: LayerIndex, deadline: float | None
+    ) -> tuple[npt.NDArray[np.float32] | None, str | None]:
+        budget = float(self._query_timeout_ms)
+        if deadline is not None:
+            budget = min(budget, (deadline - time.monotonic()) * 1000)
+        if budget <= 0:
+            return None, "no time left for the query embedding"
+        vector, error = self.embed_query(text, timeout_ms=budget)
+        if vector is None:
+            return None, error
+        dim = index.vector_dim()
+        if dim is not None and dim != vector.shape[0]:
+            return None, (
+                f"the query vector has dimension {vector.shape[0]} but the stored vectors have "
+                f"{dim}; they are being re-embedded"
+            )
+        return vector, None
+
+    # -- one search ---------------------------------------------------------------------------
 
     def search(
         self,
@@ -134,18 +216,20 @@ class Searcher:
         *,
         limit: int,
         strategy: Strategy,
-        keyword_threshold: float,
-        embedding_threshold: float,
         kind: str | None = None,
         group: str | None = None,
         exact_group: bool = False,
         deadline: float | None = None,
+        query_vector: npt.NDArray[np.float32] | None = None,
     ) -> SearchOutcome:
-        """Ranked hits of `text` in one scope's layer.
+        """Ranked candidates for `text` in one scope's layer.
 
+        `limit` sizes the candidate pool (`3 × limit` per leg); callers gate and cut the hits.
         `kind` filters by memory type (L1) or role (L0); `group` by scene name (L1,
-        case-insensitive substring) or session key (L0, exact when `exact_group`). `deadline` is
-        a `time.monotonic()` bound for the query embedding on top of its own timeout.
+        case-insensitive substring) or session key (L0, exact when `exact_group`). `deadline` is a
+        `time.monotonic()` bound for the query embedding on top of its own timeout.
+        `query_vector`, an L2-normalised vector the caller already has for `text` (memory
+        formation embeds its new memories once for their rows), replaces the query embedding.
         """
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -156,122 +240,112 @@ class Searcher:
             self._warn_keyword_only()
             effective = "keyword"
         if index is None or not index.meta:
-            return SearchOutcome([], effective, None, timings, index)
+            return SearchOutcome([], effective, None, timings)
         allowed = index.allowed(kind=kind, group=group, exact_group=exact_group)
-        depth = limit * CANDIDATES_PER_RESULT if effective == "hybrid" else limit
+        depth = max(limit, 1) * CANDIDATES_PER_RESULT
         error: str | None = None
 
-        vec_ids: npt.NDArray[np.int64] | None = None
-        vec_scores: npt.NDArray[np.float32] | None = None
+        vector: npt.NDArray[np.float32] | None = None
+        cosines: dict[int, float] = {}
         if effective in ("hybrid", "embedding"):
-            budget = float(self._query_timeout_ms)
-            if deadline is not None:
-                budget = min(budget, (deadline - time.monotonic()) * 1000)
             t1 = time.perf_counter()
-            if budget <= 0:
-                vector, error = None, "no time left for the query embedding"
+            if query_vector is not None:
+                vector, error = _given_vector(query_vector, index)
             else:
-                vector, error = self.embed_query(text, timeout_ms=budget)
+                vector, error = self._query_vector(text, index, deadline)
             timings["embed"] = (time.perf_counter() - t1) * 1000
             if vector is None:
                 logger.warning("embedding leg unavailable (%s); using keyword search", error)
                 effective = "keyword"
-                depth = limit
             else:
                 t2 = time.perf_counter()
-                vec_ids, vec_scores = index.vector_search(
-                    vector, min_score=embedding_threshold, limit=depth, allowed=allowed
-                )
+                ids, scores = index.vector_search(vector, limit=depth, allowed=allowed)
+                cosines = dict(zip(ids.tolist(), scores.tolist(), strict=True))
                 timings["vector"] = (time.perf_counter() - t2) * 1000
 
-        kw_ids: npt.NDArray[np.int64] | None = None
-        kw_bm25: npt.NDArray[np.floating[Any]] | None = None
-        kw_rel: npt.NDArray[np.floating[Any]] | None = None
+        coverage: dict[int, float] = {}
+        ranked: dict[int, float] = {}
+        scope_coverage = 0.0
         if effective in ("hybrid", "keyword"):
             t3 = time.perf_counter()
             found = index.keyword_search(
-                index.tokenizer.query(text),
-                min_relevance=keyword_threshold,
-                limit=depth,
-                allowed=allowed,
+                index.tokenizer.query(text), limit=depth, allowed=allowed, also=list(cosines)
             )
-            kw_ids, kw_bm25, kw_rel = found.ids, found.bm25, found.relevance
+            coverage = dict(zip(found.ids.tolist(), found.coverage.tolist(), strict=True))
+            ranked = dict(zip(found.ids.tolist(), found.ranked.tolist(), strict=True))
+            scope_coverage = found.scope_coverage
+            if vector is not None:
+                keyword_only = [r for r in found.ids[: found.found].tolist() if r not in cosines]
+                cosines.update(index.vector_scores(vector, keyword_only))
             timings["keyword"] = (time.perf_counter() - t3) * 1000
 
         t4 = time.perf_counter()
-        hits = _fuse(
-            effective,
-            kw_ids=kw_ids,
-            kw_rank_scores=kw_bm25,
-            kw_rel=kw_rel,
-            vec_ids=vec_ids,
-            vec_scores=vec_scores,
-            index=index,
-            depth=depth,
-        )[:limit]
+        hits = _fuse(effective, cosines, coverage, ranked, index)
         timings["fuse"] = (time.perf_counter() - t4) * 1000
-        return SearchOutcome(hits, effective, error, timings, index)
+        return SearchOutcome(hits, effective, error, timings, scope_coverage)
 
 
-def _leg_order(
-    ids: npt.NDArray[np.int64], scores: Sequence[float], index: LayerIndex, depth: int
-) -> list[int]:
-    """Positions of a leg's hits in final order (ties broken like the fused list), cut to depth."""
-    keys = _tie_keys(index, [int(i) for i in ids], list(map(float, scores)))
-    return keys[:depth]
+def _query_vector(raw: object) -> tuple[npt.NDArray[np.float32] | None, str | None]:
+    """A normalised query vector from an embedder's answer, or the reason it is unusable."""
+    try:
+        vector = np.asarray(raw, dtype=np.float32).reshape(1, -1)
+    except (TypeError, ValueError):
+        return None, "query embedding returned something that is not a vector"
+    if vector.shape[1] == 0 or not np.isfinite(vector).all() or not vector.any():
+        return None, "query embedding returned an empty, zero or non-finite vector"
+    return normalize_rows(vector)[0], None
 
 
-def _tie_keys(index: LayerIndex, rowids: list[int], scores: list[float]) -> list[int]:
-    """Indices into `rowids` sorted by score, priority, recency (newest first), then id."""
-    order = list(range(len(rowids)))
-    meta = index.meta
-    order.sort(key=lambda i: meta[rowids[i]].id if rowids[i] in meta else "")
-    order.sort(key=lambda i: meta[rowids[i]].recency if rowids[i] in meta else "", reverse=True)
-    order.sort(key=lambda i: (-scores[i], -(meta[rowids[i]].priority if rowids[i] in meta else 0)))
-    return order
+def _given_vector(
+    vector: npt.NDArray[np.float32], index: LayerIndex
+) -> tuple[npt.NDArray[np.float32] | None, str | None]:
+    """A caller's query vector, when it is usable against the index."""
+    checked, error = _query_vector(vector)
+    if checked is None:
+        return None, error
+    dim = index.vector_dim()
+    if dim is not None and dim != checked.shape[0]:
+        return None, f"the query vector has dimension {checked.shape[0]}, the index {dim}"
+    return checked, None
 
 
 def _fuse(
     strategy: RecallStrategy,
-    *,
-    kw_ids: npt.NDArray[np.int64] | None,
-    kw_rank_scores: npt.NDArray[np.floating[Any]] | None,
-    kw_rel: npt.NDArray[np.floating[Any]] | None,
-    vec_ids: npt.NDArray[np.int64] | None,
-    vec_scores: npt.NDArray[np.float32] | None,
+    cosines: dict[int, float],
+    coverage: dict[int, float],
+    ranked: dict[int, float],
     index: LayerIndex,
-    depth: int,
-) -> list[FusedHit]:
-    keyword: dict[int, float] = {}
-    kw_rank: list[int] = []
-    if kw_ids is not None and kw_rank_scores is not None and kw_rel is not None:
-        order = _leg_order(kw_ids, kw_rank_scores.tolist(), index, depth)
-        kw_rank = [int(kw_ids[i]) for i in order]
-        keyword = {int(kw_ids[i]): float(kw_rel[i]) for i in order}
-    vector: dict[int, float] = {}
-    vec_rank: list[int] = []
-    if vec_ids is not None and vec_scores is not None:
-        order = _leg_order(vec_ids, vec_scores.tolist(), index, depth)
-        vec_rank = [int(vec_ids[i]) for i in order]
-        vector = {int(vec_ids[i]): float(vec_scores[i]) for i in order}
-
-    # One scale for every strategy: the score is the RRF sum over the legs that ran, so a
-    # keyword-only or embedding-only score compares with a hybrid one; each leg's own number
-    # is kept in keyword_score / embedding_score.
-    fused: dict[int, float] = {}
-    for ranking in (kw_rank, vec_rank):
-        for rank, rowid in enumerate(ranking, start=1):
-            fused[rowid] = fused.get(rowid, 0.0) + 1.0 / (RRF_K + rank)
-
-    rowids = list(fused)
-    scores = [fused[r] for r in rowids]
-    order = _tie_keys(index, rowids, scores)
-    return [
-        FusedHit(
-            rowid=rowids[i],
-            score=scores[i],
-            keyword_score=keyword.get(rowids[i]),
-            embedding_score=vector.get(rowids[i]),
+) -> list[RankedHit]:
+    """Score and order the union of both legs' candidates."""
+    w = EMBEDDING_WEIGHT
+    meta = index.meta
+    hits: list[RankedHit] = []
+    for rowid in dict.fromkeys([*cosines, *coverage]):
+        row = meta.get(rowid)
+        if row is None:
+            continue
+        cos = cosines.get(rowid)
+        cov = coverage.get(rowid)
+        if strategy == "embedding" or (strategy == "hybrid" and cov is None):
+            assert cos is not None
+            score = rank = max(cos, 0.0)
+        elif strategy == "keyword" or cos is None:
+            score, rank = cov or 0.0, ranked.get(rowid, 0.0)
+        else:
+            score = w * max(cos, 0.0) + (1 - w) * (cov or 0.0)
+            rank = w * max(cos, 0.0) + (1 - w) * ranked.get(rowid, 0.0)
+        hits.append(
+            RankedHit(
+                rowid=rowid,
+                score=min(score, 1.0),
+                rank=rank,
+                keyword_score=cov if strategy != "embedding" else None,
+                embedding_score=cos,
+                priority=row.priority,
+            )
         )
-        for i in order
-    ]
+    # Stable sorts, least significant key first: id, recency (newest first), priority, rank.
+    hits.sort(key=lambda h: meta[h.rowid].id)
+    hits.sort(key=lambda h: meta[h.rowid].recency, reverse=True)
+    hits.sort(key=lambda h: (-h.rank, -h.priority))
+    return hits

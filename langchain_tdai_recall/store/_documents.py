@@ -3,25 +3,41 @@
 On disk a scope is a folder `scopes/<user>/<agent or @shared>/` holding `persona.md` and
 `scenes/<name>.md`. Folder names percent-encode every byte outside `[A-Za-z0-9_-]`, so no id can
 escape the store directory or collide with another. Scene files start with a small metadata
-header (the original plugin's `-----META-START-----` layout, plus `title`), then a blank line and
-the body. Writes go to a temporary file that is renamed over the target, so a killed process
-leaves either the old or the new version.
+header (the original plugin's `-----META-START-----` layout, plus `title`, see
+`text.scene_header`), then a blank line and the body. Writes go to a temporary file
+(`.tmp-<pid>-*.md`) that is renamed over the target, so a killed process leaves either the old or
+the new version; temporary files left by dead processes are removed when a store opens, and are
+never read.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import hashlib
+import logging
 import os
 import re
+import sys
 import tempfile
 import threading
+import time
 import unicodedata
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.types import SceneBlock, SceneInfo
+from langchain_tdai_recall.errors import (
+    ConfigError,
+    StoreError,
+    StoreReadOnlyError,
+    StoreWriteError,
+)
+from langchain_tdai_recall.text.scene_header import render_scene_header, split_scene_header
+from langchain_tdai_recall.types import SceneBlock, SceneInfo, Scope
 
 __all__ = [
     "DocumentStore",
@@ -32,12 +48,18 @@ __all__ = [
     "render_scene_file",
 ]
 
-Scope = tuple[str, str | None]
+logger = logging.getLogger(__name__)
 
-_META_START: Final = "-----META-START-----"
-_META_END: Final = "-----META-END-----"
 _UNSAFE_RE: Final = re.compile(r"[\\/:*?\"<>|#%&{}$!'`@=+\[\]^~;,\x00-\x1f\x7f]+")
 _MAX_NAME: Final = 80
+_TMP_PREFIX: Final = ".tmp-"
+_TMP_RE: Final = re.compile(r"^\.tmp-(?:(\d+)-)?.*\.md$")
+_ABANDONED_AFTER_S: Final = 3600.0
+"""A temporary file of a live process older than this is abandoned too (pid reuse)."""
+_RACY_NS: Final = 2_000_000_000
+"""Coarsest file-time granularity we allow for (FAT: 2 s). A cache entry checked less than this
+after its newest file's modification time is "racy": a later edit within the same clock tick
+could keep size and time, so its content is compared instead of trusting the stat signature."""
 
 
 def normalize_scene_name(name: str) -> str:
@@ -66,26 +88,21 @@ def _now() -> str:
 def render_scene_file(block: SceneBlock, title: str) -> str:
     """The file text of a scene block."""
     info = block.info
-    one_line = " ".join(info.summary.split())
-    return (
-        f"{_META_START}\ntitle: {' '.join(title.split())}\ncreated: {info.created}\n"
-        f"updated: {info.updated}\nsummary: {one_line}\nheat: {info.heat}\n{_META_END}\n\n"
-        f"{block.body}"
+    header = render_scene_header(
+        {
+            "title": title,
+            "created": info.created,
+            "updated": info.updated,
+            "summary": info.summary,
+            "heat": info.heat,
+        }
     )
+    return header + block.body
 
 
 def parse_scene_file(name: str, text: str) -> tuple[SceneBlock, str]:
     """Parse a scene file into its block and title; a file without a header is all body."""
-    fields: dict[str, str] = {}
-    body = text
-    if text.startswith(_META_START):
-        end = text.find(_META_END)
-        if end != -1:
-            for line in text[len(_META_START) : end].splitlines():
-                key, sep, value = line.partition(":")
-                if sep:
-                    fields[key.strip()] = value.strip()
-            body = text[end + len(_META_END) :].removeprefix("\n").removeprefix("\n")
+    fields, body, _ = split_scene_header(text)
     try:
         heat = int(fields.get("heat", "0"))
     except ValueError:
@@ -200,6 +217,39 @@ class DocumentStore(ABC):
         with self._lock:
             return self._remove(scope, handle)
 
+    def scenes_with_titles(self, scope: Scope) -> dict[str, tuple[SceneBlock, str]]:
+        """Every scene of a scope with its title, by name (for memory formation's edits)."""
+        with self._lock:
+            return {n: found for n in self._names(scope) if (found := self._read(scope, n))}
+
+    def apply_scene_edits(
+        self,
+        scope: Scope,
+        writes: Sequence[tuple[SceneBlock, str]],
+        removes: Sequence[str],
+    ) -> None:
+        """Write scenes exactly as given (name, metadata, title) and remove others, all or none.
+
+        Every touched scene is read first; when a write or a removal fails, the ones already
+        applied are put back as they were and the error is raised. Names must be normalised.
+        """
+        with self._lock:  # one update of the scope's scenes at a time
+            touched = list(dict.fromkeys([*(b.info.name for b, _ in writes), *removes]))
+            before = {name: self._read(scope, name) for name in touched}
+            try:
+                for block, title in writes:
+                    self._write(scope, block, title)
+                for name in removes:
+                    self._remove(scope, name)
+            except BaseException:
+                for name, found in before.items():
+                    with suppress(Exception):  # the original error is the one to report
+                        if found is None:
+                            self._remove(scope, name)
+                        else:
+                            self._write(scope, found[0], found[1])
+                raise
+
     def stable_context(self, scope: Scope) -> tuple[str | None, list[SceneInfo]]:
         """The persona and the scenes (highest heat first) that recall puts in the system prompt.
 
@@ -255,76 +305,182 @@ def _encode(part: str) -> str:
     )
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".md")
+@contextmanager
+def _file_errors(action: str, path: Path) -> Iterator[None]:
+    """Translate OS errors of a document read or write into the package's errors."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        yield
+    except (FileNotFoundError, IsADirectoryError):
         raise
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            msg = (
+                f"no space left on the device to {action} {path}; nothing was changed. Free "
+                "disk space and retry"
+            )
+            raise StoreWriteError(msg) from exc
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            msg = (
+                f"cannot {action} {path}: {exc.strerror or exc}. Open the store with "
+                "TdaiMemory.open(path, read_only=True) to search it, or fix the permissions"
+            )
+            raise StoreReadOnlyError(msg) from exc
+        msg = f"cannot {action} {path}: {exc.strerror or exc}"
+        raise StoreError(msg) from exc
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    with _file_errors("write", path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(
+            dir=path.parent, prefix=f"{_TMP_PREFIX}{os.getpid()}-", suffix=".md"
+        )
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    if sys.platform == "win32":  # os.kill(pid, 0) would terminate the process there
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists but belongs to someone else
+    return True
+
+
+def remove_abandoned_temp_files(root: Path) -> int:
+    """Delete `.tmp-*.md` files that interrupted writes left under `root`; returns how many.
+
+    A file named after a live process (`.tmp-<pid>-...`) is kept unless it is older than an
+    hour, since that process may be writing it right now.
+    """
+    removed = 0
+    if not root.is_dir():
+        return 0
+    now = time.time()
+    for path in root.rglob(f"{_TMP_PREFIX}*.md"):
+        match = _TMP_RE.match(path.name)
+        if match is None:
+            continue
+        try:
+            age = now - path.stat().st_mtime
+            if match.group(1) and _pid_alive(int(match.group(1))) and age < _ABANDONED_AFTER_S:
+                continue
+            path.unlink()
+            removed += 1
+        except OSError:
+            continue
+    if removed:
+        logger.info("removed %d temporary files left by interrupted writes in %s", removed, root)
+    return removed
+
+
+@dataclass(slots=True)
+class _Cached:
+    """A scope's stable context with what it was read from."""
+
+    signature: tuple[object, ...]
+    """Per file: name, modification and status-change times, size, inode."""
+    digest: bytes
+    """Hash of the files' contents."""
+    newest_ns: int
+    """Newest modification or status-change time among the files."""
+    checked_ns: int
+    """When the contents were last read and hashed."""
+    value: tuple[str | None, list[SceneInfo]]
+    """The persona and scenes."""
+
+    def racy(self) -> bool:
+        return self.checked_ns < self.newest_ns + _RACY_NS
 
 
 class FileDocuments(DocumentStore):
     """Documents as Markdown files under `<root>/scopes/`.
 
-    `stable_context` is cached per scope and revalidated on every call by a stat signature of
-    the persona file and every scene file (names, sizes, modification times), so edits by this
-    process, another process or a person with an editor are all seen, and an unchanged scope
-    costs a directory scan instead of reading and parsing every file.
+    `stable_context` is cached per scope and revalidated on every call, so edits by this
+    process, another process or a person with an editor are all seen. A call first compares a
+    stat signature of the persona and scene files (names, modification and status-change times,
+    sizes, inodes); when it is unchanged and the files last changed well before the cache was
+    checked, the cache is used without reading a file. Otherwise the files are read and their
+    contents hashed, so an edit that keeps the size within one tick of a coarse file clock, or
+    whose modification time was set back, is still seen.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, read_only: bool = False) -> None:
         super().__init__()
         self.root = root / "scopes"
-        self._context_cache: dict[
-            Scope, tuple[tuple[object, ...], tuple[str | None, list[SceneInfo]]]
-        ] = {}
+        self.read_only = read_only
+        self._context_cache: dict[Scope, _Cached] = {}
+        if not read_only:
+            remove_abandoned_temp_files(self.root)
 
-    def _signature(self, scope: Scope) -> tuple[object, ...]:
+    def _files(self, scope: Scope) -> list[tuple[Path, os.stat_result]]:
         folder = self.scope_dir(scope)
-        parts: list[object] = []
-        try:
-            st = (folder / "persona.md").stat()
-            parts.append(("persona.md", st.st_mtime_ns, st.st_size))
-        except FileNotFoundError:
-            parts.append(None)
+        found: list[tuple[Path, os.stat_result]] = []
+        with suppress(FileNotFoundError, NotADirectoryError):
+            found.append((folder / "persona.md", (folder / "persona.md").stat()))
         try:
             with os.scandir(folder / "scenes") as entries:
                 for entry in sorted(entries, key=lambda e: e.name):
                     if entry.name.endswith(".md") and not entry.name.startswith("."):
-                        st = entry.stat()
-                        parts.append((entry.name, st.st_mtime_ns, st.st_size))
-        except FileNotFoundError:
+                        found.append((Path(entry.path), entry.stat()))
+        except (FileNotFoundError, NotADirectoryError):
             pass
-        return tuple(parts)
+        return found
+
+    def _digest(self, files: list[tuple[Path, os.stat_result]]) -> bytes:
+        digest = hashlib.blake2b(digest_size=16)
+        for path, _ in files:
+            digest.update(path.name.encode("utf-8", "surrogateescape") + b"\0")
+            try:
+                digest.update(path.read_bytes())
+            except FileNotFoundError:
+                digest.update(b"\1missing")
+            digest.update(b"\0")
+        return digest.digest()
 
     def stable_context(self, scope: Scope) -> tuple[str | None, list[SceneInfo]]:
         with self._lock:
-            signature = self._signature(scope)
+            files = self._files(scope)
+            signature = tuple(
+                (p.name, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino) for p, st in files
+            )
+            newest = max((max(st.st_mtime_ns, st.st_ctime_ns) for _, st in files), default=0)
             cached = self._context_cache.get(scope)
-            if cached is not None and cached[0] == signature:
-                persona, scenes = cached[1]
-                return persona, list(scenes)
+            if cached is not None and cached.signature == signature and not cached.racy():
+                return cached.value[0], list(cached.value[1])
+            now = time.time_ns()
+            digest = self._digest(files)
+            if cached is not None and cached.digest == digest:
+                cached.signature, cached.newest_ns, cached.checked_ns = signature, newest, now
+                return cached.value[0], list(cached.value[1])
             value = (self.get_persona(scope), self.list_scenes(scope))
-            self._context_cache[scope] = (signature, value)
+            self._context_cache[scope] = _Cached(signature, digest, newest, now, value)
             return value[0], list(value[1])
 
     def scope_dir(self, scope: Scope) -> Path:
         """Folder of a scope."""
-        user, agent = scope
-        return self.root / _encode(user) / (_encode(agent) if agent else "@shared")
+        agent = scope.agent_id
+        return self.root / _encode(scope.user_id) / (_encode(agent) if agent else "@shared")
 
     def get_persona(self, scope: Scope) -> str | None:
         path = self.scope_dir(scope) / "persona.md"
-        with self._lock:
+        with self._lock, _file_errors("read", path):
             try:
-                text = path.read_text(encoding="utf-8")
-            except FileNotFoundError:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except (FileNotFoundError, NotADirectoryError):
                 return None
         return text if text.strip() else None
 
@@ -332,7 +488,8 @@ class FileDocuments(DocumentStore):
         path = self.scope_dir(scope) / "persona.md"
         with self._lock:
             if text is None or not text.strip():
-                path.unlink(missing_ok=True)
+                with _file_errors("delete", path):
+                    path.unlink(missing_ok=True)
             else:
                 _atomic_write(path, text)
 
@@ -340,10 +497,12 @@ class FileDocuments(DocumentStore):
         return self.scope_dir(scope) / "scenes" / f"{name}.md"
 
     def _read(self, scope: Scope, name: str) -> tuple[SceneBlock, str] | None:
-        try:
-            text = self._scene_path(scope, name).read_text(encoding="utf-8")
-        except (FileNotFoundError, IsADirectoryError):
-            return None
+        path = self._scene_path(scope, name)
+        with _file_errors("read", path):
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                return None
         return parse_scene_file(name, text)
 
     def _write(self, scope: Scope, block: SceneBlock, title: str) -> None:
@@ -351,8 +510,9 @@ class FileDocuments(DocumentStore):
 
     def _remove(self, scope: Scope, name: str) -> bool:
         path = self._scene_path(scope, name)
-        existed = path.exists()
-        path.unlink(missing_ok=True)
+        with _file_errors("delete", path):
+            existed = path.exists()
+            path.unlink(missing_ok=True)
         return existed
 
     def _names(self, scope: Scope) -> list[str]:

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from langchain_tdai_recall.store._history import Change, versions
-from langchain_tdai_recall.store._sqlite import SqliteRecords, _memory
-from langchain_tdai_recall.types import MemoryRecord, MemoryVersion
+from langchain_tdai_recall.store._history import Change, versions, versions_of_current
+from langchain_tdai_recall.store._sqlite import _MEMORY_COLS, SqliteRecords, _memory
+from langchain_tdai_recall.types import MemoryRecord, MemoryVersion, Scope
 
 __all__ = [
     "CommitOutcome",
@@ -43,11 +43,6 @@ __all__ = [
     "SessionState",
     "Upsert",
 ]
-
-_MEMORY_COLS = (
-    "rowid, id, content, type, scene_name, priority, activity_start_time, activity_end_time, "
-    "timestamp, session_key, source_message_ids, created_at, updated_at"
-)
 
 
 def _now_iso() -> str:
@@ -124,6 +119,8 @@ class Upsert:
 
     record: MemoryRecord
     vector: npt.NDArray[np.float32] | None
+    """The current embedder's vector of `record.content`, or `None` (the vector upkeep embeds
+    the row later)."""
     change: Change = "update"
     """How a replaced version is labelled in the history (`update` or `merge`)."""
     related: tuple[str, ...] = ()
@@ -157,10 +154,22 @@ def _pid_alive(pid: int) -> bool:
 
 
 class FormationRecords:
-    """Formation's SQL over the store's `SqliteRecords` (same connection, same lock)."""
+    """Formation's SQL over the store's `SqliteRecords` (same connections, same locks).
+
+    `MemoryStore.formation` holds the store's instance. Scopes are addressed by the store's
+    scope ids (`scope_id`), the keys of the formation tables.
+    """
 
     def __init__(self, db: SqliteRecords) -> None:
         self.db = db
+
+    def scope_id(self, scope: Scope, *, create: bool = False) -> int | None:
+        """The store's id of a scope (`None` when it never held anything and not `create`)."""
+        return self.db.scope_id(scope, create=create)
+
+    def existing_duplicates(self, scope_id: int, texts: Sequence[str]) -> dict[str, str]:
+        """For each text with an exact duplicate in the scope: fingerprint -> existing id."""
+        return self.db.existing_duplicates(scope_id, texts)
 
     # -- reading L0 -------------------------------------------------------------------------
 
@@ -291,9 +300,7 @@ class FormationRecords:
             user_turns=int(row[1]),
         )
 
-    def recent_memories(
-        self, scope_id: int, user: tuple[str, str | None], limit: int
-    ) -> list[MemoryRecord]:
+    def recent_memories(self, scope_id: int, scope: Scope, limit: int) -> list[MemoryRecord]:
         """The scope's most recently written memories, newest first."""
         with self.db.reading() as conn:
             rows = conn.execute(
@@ -301,7 +308,7 @@ class FormationRecords:
                 "ORDER BY updated_at DESC, rowid DESC LIMIT ?",
                 (scope_id, limit),
             ).fetchall()
-        return [_memory(r, user) for r in rows]
+        return [_memory(r, scope) for r in rows]
 
     def record_failure(
         self, scope_id: int, session_key: str, *, error: str, retry_at: float
@@ -434,9 +441,9 @@ class FormationRecords:
                         scope_id,
                         gen,
                         up.record,
-                        embedder=embedder,
-                        blob=blob,
                         actor=actor,
+                        embedder=embedder,
+                        vector=blob,
                         change=up.change,
                         related=up.related,
                     )
@@ -481,7 +488,7 @@ class FormationRecords:
         )
 
     def scene_queue(
-        self, scope_id: int, user: tuple[str, str | None], limit: int
+        self, scope_id: int, scope: Scope, limit: int
     ) -> tuple[int, list[MemoryRecord], int]:
         """(last seq read, the queued memories that still exist, how many are queued in all)."""
         with self.db.reading() as conn:
@@ -501,7 +508,7 @@ class FormationRecords:
                 f"SELECT {_MEMORY_COLS} FROM memories WHERE scope_id = ? AND id IN ({marks})",
                 [scope_id, *ids],
             ).fetchall()
-        by_id = {str(r[1]): _memory(r, user) for r in found}
+        by_id = {str(r[1]): _memory(r, scope) for r in found}
         return int(rows[-1][0]), [by_id[i] for i in ids if i in by_id], int(total)
 
     def scopes_with_scene_work(self) -> list[tuple[int, str, str | None]]:
@@ -554,10 +561,10 @@ class FormationRecords:
 
     # -- history ------------------------------------------------------------------------------
 
-    def history(
-        self, scope_id: int, memory_id: str, user: tuple[str, str | None]
-    ) -> list[MemoryVersion]:
+    def history(self, scope_id: int, memory_id: str, scope: Scope) -> list[MemoryVersion]:
         """Every version of a memory, oldest first (the current row last)."""
-        current = self.db.get_memory(scope_id, memory_id, user)
+        current = self.db.get_memory(scope_id, memory_id, scope)
+        if not self.db.has_formation_tables:  # a read-only open of an older store
+            return [] if current is None else versions_of_current(current)
         with self.db.reading() as conn:
-            return versions(conn, scope_id, memory_id, user, current)
+            return versions(conn, scope_id, memory_id, scope, current)

@@ -18,9 +18,9 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Final, Literal
 
-from langchain_tdai_recall.types import MemoryRecord, MemoryVersion
+from langchain_tdai_recall.types import MemoryRecord, MemoryVersion, Scope
 
-__all__ = ["Change", "record_version", "versions"]
+__all__ = ["Change", "record_version", "versions", "versions_of_current"]
 
 Change = Literal["update", "merge", "merged", "delete"]
 """What ended a version."""
@@ -125,7 +125,7 @@ def versions(
     conn: sqlite3.Connection,
     scope_id: int,
     memory_id: str,
-    user: tuple[str, str | None],
+    scope: Scope,
     current: MemoryRecord | None,
 ) -> list[MemoryVersion]:
     """Every version of a memory, oldest first; the current row (if any) is the last one."""
@@ -146,8 +146,8 @@ def versions(
             activity_start_time=data["activity_start_time"],
             activity_end_time=data["activity_end_time"],
             timestamp=data["timestamp"],
-            user_id=user[0],
-            agent_id=user[1],
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
             session_key=str(data["session_key"]),
             source_message_ids=tuple(data["source_message_ids"]),
             created_at=str(data["created_at"]),
@@ -165,15 +165,20 @@ def versions(
             )
         )
     if current is not None:
-        out.append(
-            MemoryVersion(
-                version=len(out) + 1,
-                record=current,
-                current=True,
-                change=None,
-                changed_by=None,
-                changed_at=None,
-                related_ids=(),
-            )
-        )
+        out += versions_of_current(current, number=len(out) + 1)
     return out
+
+
+def versions_of_current(current: MemoryRecord, *, number: int = 1) -> list[MemoryVersion]:
+    """The current row as the last version of a memory's history."""
+    return [
+        MemoryVersion(
+            version=number,
+            record=current,
+            current=True,
+            change=None,
+            changed_by=None,
+            changed_at=None,
+            related_ids=(),
+        )
+    ]

@@ -1,17 +1,26 @@
-"""In-memory keyword index: BM25 for ranking, query coverage for thresholding.
+"""In-memory keyword index: coverage for the relevance threshold, weighted coverage for ranking.
 
-Two numbers come out of a search:
+A search scores every document that shares a token with the query, with three numbers:
 
-- `bm25`: Okapi BM25 (k1=1.2, b=0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)), length
-  normalised against a fixed reference length), used to rank keyword hits against each other.
-- `relevance` in [0, 1]: the weighted share of the query's units of meaning (English words, CJK
-  characters) that the memory covers (see `text.tokenize.QueryUnit`). This is the documented
-  keyword score compared with `score_threshold`. It depends only on the query and the memory,
-  never on the rest of the collection, so it does not collapse on small collections and adding
-  memories can never push an existing hit below the threshold (recall is monotonic).
+- `coverage` in [0, 1]: the weighted share of the query's units of meaning (English words, CJK
+  characters, see `text.tokenize.QueryUnit`) that the document covers. It depends only on the
+  query and the document, never on the rest of the collection, so it does not collapse on small
+  collections and adding memories can never push an existing hit below a threshold (recall
+  stays monotonic). This is the keyword relevance that thresholds and readers see.
+- `ranked` in [0, 1]: the same share with every unit weighted by its inverse document frequency
+  in the scope (`ln(1 + (N - df + 0.5) / (df + 0.5))`), so a rare, decisive word ("peanuts")
+  counts for more than one that most memories share (the user's own name). It orders hits; it
+  is never compared with a threshold, because it moves as the scope grows.
+- `bm25`: Okapi BM25 (k1=1.2, b=0.75, length normalised against a fixed reference length),
+  which breaks ties between equally ranked hits by term frequency and length.
+
+The search also reports the scope's coverage of the query: the weighted share of query units
+that occur in any document of the scope. A message most of whose words never occur in a user's
+memories is probably not about them.
 
 Postings are growable numpy arrays, so adding a document costs microseconds and a query costs a
-few vectorised passes over the posting lists of its tokens.
+few vectorised passes over the posting lists of its tokens. A document without any token (an
+emoji, punctuation) is indexed with no postings: it is never a keyword hit and breaks nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -59,22 +68,47 @@ class _Postings:
 
 
 class KeywordHits:
-    """Result of `KeywordIndex.search`: parallel arrays, best BM25 first."""
+    """Result of `KeywordIndex.search`: parallel arrays over the hits, best ranked first.
 
-    __slots__ = ("bm25", "ids", "relevance")
+    The first `found` entries are the keyword candidates; any entries after them are the extra
+    documents the caller asked to have scored (e.g. the embedding leg's candidates), which may
+    have zero coverage.
+    """
+
+    __slots__ = ("bm25", "coverage", "found", "ids", "ranked", "scope_coverage")
 
     def __init__(
         self,
         ids: npt.NDArray[np.int64],
-        bm25: npt.NDArray[np.floating[Any]],
-        relevance: npt.NDArray[np.floating[Any]],
+        coverage: npt.NDArray[np.float32],
+        ranked: npt.NDArray[np.float32],
+        bm25: npt.NDArray[np.float32],
+        *,
+        found: int,
+        scope_coverage: float,
     ) -> None:
         self.ids = ids
+        self.coverage = coverage
+        self.ranked = ranked
         self.bm25 = bm25
-        self.relevance = relevance
+        self.found = found
+        self.scope_coverage = scope_coverage
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @classmethod
+    def empty(cls, scope_coverage: float = 0.0) -> KeywordHits:
+        """No hits."""
+        nothing = np.empty(0, dtype=np.float32)
+        return cls(
+            np.empty(0, dtype=np.int64),
+            nothing,
+            nothing,
+            nothing,
+            found=0,
+            scope_coverage=scope_coverage,
+        )
 
 
 class KeywordIndex:
@@ -139,6 +173,24 @@ class KeywordIndex:
         self._reserve(slot0 + n)
         vocab: dict[str, int] = {}
         flat = [vocab.setdefault(tok, len(vocab)) for tokens in token_lists for tok in tokens]
+        if flat:
+            self._add_postings(flat, vocab, token_lists, slot0)
+        self._doc_ids[slot0 : slot0 + n] = np.asarray(doc_ids, dtype=np.int64)
+        self._order_keys[slot0 : slot0 + n] = np.asarray(keys, dtype=np.int64)
+        self._alive[slot0 : slot0 + n] = True
+        self._terms.extend(tuple(dict.fromkeys(tokens)) for tokens in token_lists)
+        self._slot_of.update(zip(doc_ids, range(slot0, slot0 + n), strict=True))
+        self._n_slots += n
+
+    def _add_postings(
+        self,
+        flat: list[int],
+        vocab: dict[str, int],
+        token_lists: Sequence[Sequence[str]],
+        slot0: int,
+    ) -> None:
+        """Append the postings of consecutive new slots from `slot0` (at least one token)."""
+        n = len(token_lists)
         lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=n)
         docs = np.repeat(np.arange(n, dtype=np.int64), lengths)
         vsize = max(len(vocab), 1)
@@ -163,12 +215,6 @@ class KeywordIndex:
                 postings = index[tok] = _Postings()
             postings.slots.frombytes(slots_sorted[start:end].tobytes())
             postings.weights.frombytes(weights_sorted[start:end].tobytes())
-        self._doc_ids[slot0 : slot0 + n] = np.asarray(doc_ids, dtype=np.int64)
-        self._order_keys[slot0 : slot0 + n] = np.asarray(keys, dtype=np.int64)
-        self._alive[slot0 : slot0 + n] = True
-        self._terms.extend(tuple(dict.fromkeys(tokens)) for tokens in token_lists)
-        self._slot_of.update(zip(doc_ids, range(slot0, slot0 + n), strict=True))
-        self._n_slots += n
 
     def add(self, doc_id: int, tokens: Sequence[str], order_key: int = 0) -> None:
         """Index `tokens` under `doc_id`, replacing an earlier version of the same id."""
@@ -235,74 +281,75 @@ class KeywordIndex:
         self,
         query: Query,
         *,
-        min_relevance: float,
         limit: int,
         allowed: npt.NDArray[np.bool_] | None = None,
+        also: Sequence[int] = (),
     ) -> KeywordHits:
-        """Documents whose relevance is at least `min_relevance`, best BM25 first.
+        """The `limit` best-ranked documents covering part of the query, plus `also`, scored.
 
-        Returns at most `limit` documents, ordered by BM25, then the caller's order key (higher
-        first), then doc id, so a cut through tied scores is decided in numpy. `allowed` is a
-        mask over slots (see `slot_mask`) restricting the candidates, e.g. to one memory type.
+        Order: `ranked`, then BM25, then the caller's order key (higher first), then doc id, so a
+        cut through tied scores is decided in numpy. `allowed` is a mask over slots (see
+        `slot_mask`) restricting the candidates, e.g. to one memory type; `also` are doc ids the
+        caller wants scored whether or not they are keyword candidates (unknown ids are skipped).
         """
-        empty = KeywordHits(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64), np.empty(0))
         total_weight = sum(u.weight for u in query.units)
-        if not self._slot_of or total_weight <= 0 or limit <= 0:
-            return empty
+        if not self._slot_of or total_weight <= 0:
+            return KeywordHits.empty()
         n_docs = len(self._slot_of)
         size = self._n_slots
-        bm25 = np.zeros(size, dtype=np.float32)
         present: dict[str, npt.NDArray[np.int64]] = {}
+        bm25 = np.zeros(size, dtype=np.float32)
+        idf_of: dict[str, float] = {}
+        absent_idf = math.log1p((n_docs + 0.5) / 0.5)
         for token in query.tokens:
             postings = self._postings.get(token)
-            if postings is None:
-                continue
-            df = len(postings.slots) - self._dead.get(token, 0)
-            if df <= 0:
+            df = 0 if postings is None else len(postings.slots) - self._dead.get(token, 0)
+            idf = math.log1p((n_docs - df + 0.5) / (df + 0.5)) if df > 0 else absent_idf
+            idf_of[token] = idf
+            if postings is None or df <= 0:
                 continue
             slots, weights = postings.views()
-            bm25[slots] += np.float32(math.log1p((n_docs - df + 0.5) / (df + 0.5))) * weights
+            bm25[slots] += np.float32(idf) * weights
             present[token] = slots
-        if not present:
-            return empty
-        # Coverage: each unit adds its base strength where the base token occurs, and the rest
-        # of its weight where a boost token occurs (boost documents are a subset of base
-        # documents). A scratch array de-duplicates documents holding both boosts; only the
-        # boost postings, which are short, are touched twice.
-        covered = np.zeros(size, dtype=np.float32)
-        scratch = np.zeros(size, dtype=np.float32)
-        for unit in query.units:
-            base = present.get(unit.base)
-            if base is None:
-                continue
-            covered[base] += np.float32(unit.weight * unit.base_strength)
-            boosts = [hit for tok in unit.boosts if (hit := present.get(tok)) is not None]
-            extra = np.float32(unit.weight * (1.0 - unit.base_strength))
-            if len(boosts) == 1:
-                covered[boosts[0]] += extra
-            elif boosts:
-                union = np.concatenate(boosts)
-                scratch[union] = extra
-                covered[union] += scratch[union]
-                scratch[union] = 0.0
-        needed = np.float32((min_relevance - 1e-6) * total_weight)
-        mask = (covered > 0) & (covered >= needed)
+        covered, covered_idf, scope_weight, idf_total = _coverage(
+            query, present, idf_of, absent_idf, size
+        )
+        scope_coverage = min(scope_weight / total_weight, 1.0)
+        coverage = np.minimum(covered / np.float32(total_weight), np.float32(1.0))
+        ranked = np.minimum(covered_idf / np.float32(max(idf_total, 1e-9)), np.float32(1.0))
+        mask = covered > 0
         mask &= self._alive[:size]
         if allowed is not None:
             mask &= allowed[:size]
-        relevance = covered / np.float32(total_weight)
         candidates = np.flatnonzero(mask)
-        if candidates.size == 0:
-            return empty
-        scores = bm25[candidates]
-        if candidates.size > limit:
+        if limit > 0 and candidates.size > limit:
+            scores = ranked[candidates]
             kth = np.partition(scores, candidates.size - limit)[candidates.size - limit]
-            keep = scores >= kth
-            candidates, scores = candidates[keep], scores[keep]
-        order = np.lexsort((self._doc_ids[candidates], -self._order_keys[candidates], -scores))
-        picked = candidates[order[:limit]]
+            candidates = candidates[scores >= kth]
+        order = np.lexsort(
+            (
+                self._doc_ids[candidates],
+                -self._order_keys[candidates],
+                -bm25[candidates],
+                -ranked[candidates],
+            )
+        )
+        picked = candidates[order[: max(limit, 0)]]
+        chosen = set(picked.tolist())
+        extra_slots = [
+            slot
+            for doc_id in dict.fromkeys(also)
+            if (slot := self._slot_of.get(int(doc_id))) is not None and slot not in chosen
+        ]
+        if extra_slots:
+            picked = np.concatenate((picked, np.asarray(extra_slots, dtype=np.int64)))
         return KeywordHits(
-            self._doc_ids[picked].copy(), bm25[picked], np.minimum(relevance[picked], 1.0)
+            self._doc_ids[picked].copy(),
+            coverage[picked],
+            ranked[picked],
+            bm25[picked],
+            found=len(picked) - len(extra_slots),
+            scope_coverage=scope_coverage,
         )
 
     def slot_mask(self, doc_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
@@ -313,3 +360,48 @@ class KeywordIndex:
             if slot is not None:
                 mask[slot] = True
         return mask
+
+
+def _coverage(
+    query: Query,
+    present: dict[str, npt.NDArray[np.int64]],
+    idf_of: dict[str, float],
+    absent_idf: float,
+    size: int,
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], float, float]:
+    """Query coverage per slot, plain and idf-weighted, with the scope's and the query's totals.
+
+    Returns (covered weight per slot, idf-weighted covered weight per slot, query weight whose
+    base token occurs in the scope, idf-weighted query weight).
+
+    Each unit adds its base strength where the base token occurs, and the rest of its weight
+    where a boost token occurs (boost documents are a subset of base documents). A scratch array
+    de-duplicates documents holding both boosts; only the boost postings, which are short, are
+    touched twice. The idf-weighted sums scale each unit by the inverse document frequency of
+    its base token.
+    """
+    covered = np.zeros(size, dtype=np.float32)
+    covered_idf = np.zeros(size, dtype=np.float32)
+    scratch = np.zeros(size, dtype=np.float32)
+    scope_weight = 0.0
+    idf_total = 0.0
+    for unit in query.units:
+        idf = idf_of.get(unit.base, absent_idf)
+        idf_total += unit.weight * idf
+        base = present.get(unit.base)
+        if base is None:
+            continue
+        scope_weight += unit.weight
+        strength = unit.weight * unit.base_strength
+        covered[base] += np.float32(strength)
+        covered_idf[base] += np.float32(strength * idf)
+        boosts = [hit for tok in unit.boosts if (hit := present.get(tok)) is not None]
+        if not boosts:
+            continue
+        extra = unit.weight * (1.0 - unit.base_strength)
+        union = boosts[0] if len(boosts) == 1 else np.unique(np.concatenate(boosts))
+        scratch[union] = np.float32(extra)
+        covered[union] += scratch[union]
+        covered_idf[union] += scratch[union] * np.float32(idf)
+        scratch[union] = 0.0
+    return covered, covered_idf, scope_weight, idf_total

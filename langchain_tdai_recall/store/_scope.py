@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -21,6 +22,7 @@ import numpy.typing as npt
 from langchain_tdai_recall.store._keyword import KeywordHits, KeywordIndex
 from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow, SqliteRecords
 from langchain_tdai_recall.text.tokenize import Query, Tokenizer
+from langchain_tdai_recall.types import Scope
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.store._vectors import VectorIndex
@@ -30,6 +32,10 @@ __all__ = ["LayerIndex", "RowMeta"]
 logger = logging.getLogger(__name__)
 
 _EMPTY_IDS: Final = np.empty(0, dtype=np.int64)
+
+TRACKED_PRIORITY: Final = 60
+"""Memories at or above this priority are listed by `pinned_rows` (the lowest configurable
+`recall.pin_priority`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,13 @@ def _order_key(meta: RowMeta) -> int:
     return (meta.priority + 2) * (1 << 44) + min(recency_ms, (1 << 44) - 1)
 
 
+def _indexed_text(row: MemoryRow | MessageRow) -> str:
+    """The text a row is keyword-indexed from: a message with the end of the one before it."""
+    if isinstance(row, MessageRow) and row.context:
+        return f"{row.context}\n{row.record.content}"
+    return row.record.content
+
+
 class LayerIndex:
     """Keyword + vector index of one scope's layer. Thread-safe."""
 
@@ -67,7 +80,7 @@ class LayerIndex:
         self,
         db: SqliteRecords,
         scope_id: int,
-        user: tuple[str, str | None],
+        scope: Scope,
         layer: Layer,
         *,
         tokenizer: Tokenizer,
@@ -78,12 +91,15 @@ class LayerIndex:
         self.tokenizer: Final = tokenizer
         self.embedder: Final = embedder
         self._db = db
-        self._user = user
+        self._scope = scope
         self._lock = threading.Lock()
         self._generation = 0
         self.keyword = KeywordIndex(tokenizer.identity)
         self.vectors: VectorIndex | None = None
         self.meta: dict[int, RowMeta] = {}
+        self.high_priority: dict[int, int] = {}
+        """L1 rows pinned by priority: instructions with priority -1 (standing rules) and
+        memories with priority >= `TRACKED_PRIORITY`, with their priority."""
 
     def refresh(self) -> None:
         """Apply every change written to this scope's layer since the last refresh."""
@@ -99,9 +115,9 @@ class LayerIndex:
                 self._remove(removed)
             rows: list[MemoryRow] | list[MessageRow]
             if self.layer == "l1":
-                rows = self._db.memory_rows_since(self.scope_id, seen, self._user)
+                rows = self._db.memory_rows_since(self.scope_id, seen, self._scope)
             else:
-                rows = self._db.message_rows_since(self.scope_id, seen, self._user)
+                rows = self._db.message_rows_since(self.scope_id, seen, self._scope)
             self._apply(rows)
             self._generation = current
             if seen == 0:
@@ -115,6 +131,7 @@ class LayerIndex:
             self.vectors.remove(np.asarray(rowids, dtype=np.int64))
         for rowid in rowids:
             self.meta.pop(rowid, None)
+            self.high_priority.pop(rowid, None)
 
     def _apply(self, rows: list[MemoryRow] | list[MessageRow]) -> None:
         with_vec: list[int] = []
@@ -138,6 +155,13 @@ class LayerIndex:
                     row.record.recorded_at,
                 )
             self.meta[row.rowid] = meta
+            if self.layer == "l1" and (
+                meta.priority >= TRACKED_PRIORITY
+                or (meta.priority == -1 and meta.kind == "instruction")
+            ):
+                self.high_priority[row.rowid] = meta.priority
+            else:
+                self.high_priority.pop(row.rowid, None)
             if self.embedder is not None and row.embedder == self.embedder and row.vector:
                 with_vec.append(row.rowid)
                 blobs.append(row.vector)
@@ -146,15 +170,18 @@ class LayerIndex:
         tokenize = self.tokenizer.document_tokens
         self.keyword.add_many(
             [row.rowid for row in rows],
-            [tokenize(row.record.content) for row in rows],
+            [tokenize(_indexed_text(row)) for row in rows],
             [_order_key(self.meta[row.rowid]) for row in rows],
         )
         if without_vec and self.vectors is not None:
             self.vectors.remove(np.asarray(without_vec, dtype=np.int64))
         if with_vec:
             matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(with_vec), -1)
-            if self.vectors is None:
-                # faiss loads here, on the first vector, not at package import
+            if self.vectors is None or (
+                len(self.vectors) == 0 and matrix.shape[1] != self.vectors.dim
+            ):
+                # faiss loads here, on the first vector, not at package import; an emptied
+                # index takes the dimension of the vectors that replace the old ones
                 from langchain_tdai_recall.store._vectors import VectorIndex  # noqa: PLC0415
 
                 self.vectors = VectorIndex(matrix.shape[1])
@@ -197,34 +224,58 @@ class LayerIndex:
         self,
         query: Query,
         *,
-        min_relevance: float,
         limit: int,
         allowed: npt.NDArray[np.int64] | None,
+        also: Sequence[int] = (),
     ) -> KeywordHits:
-        """Keyword hits with relevance ≥ `min_relevance`, best first."""
+        """The `limit` best keyword candidates, plus the rows in `also`, with their scores."""
         with self._lock:
             mask = self.keyword.slot_mask(allowed) if allowed is not None else None
-            return self.keyword.search(
-                query, min_relevance=min_relevance, limit=limit, allowed=mask
-            )
+            return self.keyword.search(query, limit=limit, allowed=mask, also=also)
+
+    def vector_dim(self) -> int | None:
+        """Dimension of the indexed vectors, or `None` before the first vector."""
+        with self._lock:
+            return self.vectors.dim if self.vectors is not None and len(self.vectors) else None
 
     def vector_search(
         self,
         query: npt.NDArray[np.float32],
         *,
-        min_score: float,
         limit: int,
         allowed: npt.NDArray[np.int64] | None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """Vector hits with cosine ≥ `min_score`, best first."""
+        """The `limit` rows most similar to `query` (cosine), best first."""
         with self._lock:
             if self.vectors is None or len(self.vectors) == 0 or query.shape[0] != self.vectors.dim:
                 return _EMPTY_IDS, np.empty(0, dtype=np.float32)
             if allowed is not None and allowed.size == 0:
                 return _EMPTY_IDS, np.empty(0, dtype=np.float32)
-            ids, scores = self.vectors.search(query, limit, allowed=allowed)
-        keep = scores >= min_score - 1e-6
-        return ids[keep], scores[keep]
+            return self.vectors.search(query, limit, allowed=allowed)
+
+    def vector_scores(
+        self, query: npt.NDArray[np.float32], rowids: Sequence[int]
+    ) -> dict[int, float]:
+        """Exact cosine of `query` with each given row that has a vector."""
+        if not rowids:
+            return {}
+        with self._lock:
+            if self.vectors is None or query.shape[0] != self.vectors.dim:
+                return {}
+            return self.vectors.scores(query, np.asarray(rowids, dtype=np.int64))
+
+    def pinned_rows(self, min_priority: int) -> list[tuple[int, int]]:
+        """(row id, priority) of the rows pinned into the system context, by row id.
+
+        These are the standing rules (instructions with priority -1) and the memories with
+        priority >= `min_priority`.
+        """
+        with self._lock:
+            return sorted(
+                (rowid, p)
+                for rowid, p in self.high_priority.items()
+                if p == -1 or p >= min_priority
+            )
 
     def stats(self) -> tuple[int, int]:
         """(rows indexed, rows with vectors)."""

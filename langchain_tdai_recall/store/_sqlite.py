@@ -6,35 +6,59 @@ its scope's generation and stamps the rows it touched (deletions leave a tombsto
 in-memory index that remembers the generation it has seen can catch up with exactly the rows that
 changed since, including rows written by another process sharing the directory.
 
-Vectors are stored next to their rows as float32 blobs tagged with the embedder identity, so
-derived FAISS indexes are rebuilt without re-embedding, and rows embedded by another embedder are
-recognised and re-embedded instead of being mixed.
+Vectors are stored next to their rows as float32 blobs tagged with the embedder identity. Rows
+are written without a vector and embedded later (`pending_vectors` / `set_vectors`): a row whose
+vector is NULL or was made by another embedder is the to-do list of the vector upkeep, so the
+upkeep resumes after a restart without any extra bookkeeping.
+
+A file database has two connections: one for reads, one for write transactions, so a write that
+waits for another process's lock never holds up searches in this process. Every `sqlite3` error
+is translated at this boundary into the package's `StoreError` family, naming the file and what
+to do about it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager, suppress
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, NoReturn
 
 import numpy as np
 import numpy.typing as npt
 
-from langchain_tdai_recall.errors import StoreClosedError, StoreError
+from langchain_tdai_recall.errors import (
+    StoreClosedError,
+    StoreCorruptedError,
+    StoreError,
+    StoreReadOnlyError,
+    StoreWriteError,
+)
 from langchain_tdai_recall.store._history import Change, record_version
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
-from langchain_tdai_recall.types import MemoryRecord, MemoryType, MessageRecord
+from langchain_tdai_recall.types import MemoryRecord, MemoryType, MessageRecord, Scope
 
-__all__ = ["DB_FILENAME", "Layer", "MemoryRow", "MessageRow", "SqliteRecords"]
+__all__ = [
+    "DB_FILENAME",
+    "Layer",
+    "MemoryRow",
+    "MessageRow",
+    "PendingVector",
+    "SqliteRecords",
+]
 
 DB_FILENAME: Final = "memory.sqlite3"
 
 Layer = Literal["l1", "l0"]
+
+BUSY_TIMEOUT_MS: Final = 10_000
+"""How long a write waits for another process's write lock before `StoreWriteError`."""
 
 _MIGRATIONS: Final[tuple[str, ...]] = (
     """
@@ -89,13 +113,31 @@ _MIGRATIONS: Final[tuple[str, ...]] = (
     );
     CREATE INDEX tombstones_scope_generation ON tombstones (scope_id, layer, generation);
     """,
-    # 2: memory formation (store/_formation.py, store/_history.py). `content_key` is the
-    # exact-duplicate fingerprint (text/fingerprint.py), filled for existing rows here.
+    # 2: rows still waiting for a vector, found without scanning the table
+    """
+    CREATE INDEX memories_unembedded ON memories (rowid) WHERE vector IS NULL;
+    CREATE INDEX messages_unembedded ON messages (rowid) WHERE vector IS NULL;
+    """,
+    # 3: each message keeps the end of the message before it in its session (see
+    # `L0_CONTEXT_CHARS`), so a turn is searched with the turn it answers; existing messages get
+    # theirs and wait for a new vector made from both
+    """
+    ALTER TABLE messages ADD COLUMN context TEXT NOT NULL DEFAULT '';
+    CREATE INDEX messages_session ON messages (scope_id, session_key, rowid);
+    UPDATE messages SET context = COALESCE((
+        SELECT substr(prev.content, -300) FROM messages AS prev
+        WHERE prev.scope_id = messages.scope_id AND prev.session_key = messages.session_key
+            AND prev.rowid < messages.rowid
+        ORDER BY prev.rowid DESC LIMIT 1), '');
+    UPDATE messages SET vector = NULL, embedder = NULL WHERE context != '';
+    """,
+    # 4: memory formation (store/_formation.py, store/_history.py). `content_key` is the
+    # exact-duplicate fingerprint (text/fingerprint.py), filled for existing rows here; the
+    # formation cursor reads a session's messages through `messages_session` (migration 3).
     """
     ALTER TABLE memories ADD COLUMN content_key TEXT;
     UPDATE memories SET content_key = tdai_fingerprint(content);
     CREATE INDEX memories_scope_content_key ON memories (scope_id, content_key);
-    CREATE INDEX messages_scope_session ON messages (scope_id, session_key, rowid);
     CREATE TABLE memory_versions (
         seq         INTEGER PRIMARY KEY AUTOINCREMENT,
         scope_id    INTEGER NOT NULL,
@@ -145,12 +187,40 @@ _MIGRATIONS: Final[tuple[str, ...]] = (
 )
 """Append-only schema migrations; `PRAGMA user_version` is the number applied."""
 
+_CONTEXT_SCHEMA: Final = 3
+"""Schema from which messages have a context column; a read-only open of an older store (it
+cannot migrate) reads them without context."""
+_FORMATION_SCHEMA: Final = 4
+"""Schema from which memories have a fingerprint and the history and formation tables exist;
+a read-only open of an older store reads memories without them."""
+
+L0_CONTEXT_CHARS: Final = 300
+"""Code points of the previous message of a session kept as a message's context (its end)."""
+
+_OUR_TABLES: Final = frozenset({"scopes", "memories", "messages", "tombstones"})
 _TABLE: Final[dict[Layer, str]] = {"l1": "memories", "l0": "messages"}
 _MEMORY_COLS: Final = (
     "rowid, id, content, type, scene_name, priority, activity_start_time, activity_end_time, "
     "timestamp, session_key, source_message_ids, created_at, updated_at"
 )
 _MESSAGE_COLS: Final = "rowid, id, role, content, session_key, session_id, recorded_at"
+_EMBEDDED_TEXT: Final[dict[Layer, str]] = {
+    "l1": "content",
+    "l0": "(CASE WHEN context = '' THEN content ELSE context || char(10) || content END)",
+}
+"""SQL for the text a row is embedded (and keyword-indexed) from: a message with its context."""
+_MAX_VARIABLES: Final = 500
+"""Bound parameters per `IN (...)` query (SQLite's limit is 32766 on recent builds)."""
+
+# SQLite primary result codes (`sqlite3.Error.sqlite_errorcode & 0xFF`)
+_BUSY: Final = 5
+_LOCKED: Final = 6
+_READONLY: Final = 8
+_IOERR: Final = 10
+_CORRUPT: Final = 11
+_FULL: Final = 13
+_CANTOPEN: Final = 14
+_NOTADB: Final = 26
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,132 +241,404 @@ class MessageRow:
     record: MessageRecord
     embedder: str | None
     vector: bytes | None
+    context: str = ""
+    """The end of the previous message of the session (indexed with the message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingVector:
+    """A row waiting for a vector: its reference and the text to embed."""
+
+    ref: int
+    text: str
 
 
 def _agent_key(agent_id: str | None) -> str:
     return agent_id or ""
 
 
-class SqliteRecords:
-    """All SQL of the store. Thread-safe: one connection, serialised by a lock."""
+def _chunks(items: Sequence[int], size: int = _MAX_VARIABLES) -> Iterator[Sequence[int]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
-    def __init__(self, directory: Path | None, *, synchronous: str = "normal") -> None:
+
+class SqliteRecords:
+    """All SQL of the store. Thread-safe: each connection is serialised by its own lock.
+
+    Args:
+        directory: The store directory, or `None` for an in-memory database.
+        synchronous: `"normal"` or `"full"` (SQLite `PRAGMA synchronous`).
+        read_only: Open the file for reading only; every write raises `StoreReadOnlyError`.
+
+    Raises:
+        StoreCorruptedError: If the file is empty, damaged or not a memory store.
+        StoreReadOnlyError: If the file or its directory cannot be written (and not
+            `read_only`).
+        StoreError: If the file cannot be opened for another reason, or was written by a newer
+            version.
+    """
+
+    def __init__(
+        self, directory: Path | None, *, synchronous: str = "normal", read_only: bool = False
+    ) -> None:
         self.path = directory / DB_FILENAME if directory is not None else None
-        target = str(self.path) if self.path is not None else ":memory:"
-        try:
-            self._conn: sqlite3.Connection | None = sqlite3.connect(
-                target, check_same_thread=False, isolation_level=None, timeout=10.0
-            )
-        except sqlite3.Error as exc:
-            msg = f"cannot open the memory database at {target!r}: {exc}"
-            raise StoreError(msg) from exc
-        self._lock = threading.RLock()
+        self.read_only = read_only
+        self._where = str(self.path) if self.path is not None else "the in-memory database"
+        self._write_lock = threading.RLock()
+        self._read_lock = threading.RLock()
         self._scope_cache: dict[tuple[str, str], int] = {}
-        conn = self._conn
-        if self.path is not None:
-            conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={'FULL' if synchronous == 'full' else 'NORMAL'}")
-        conn.execute("PRAGMA busy_timeout=10000")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.create_function("tdai_fingerprint", 1, content_fingerprint, deterministic=True)
+        self._writer: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
+        self._closed = False
+        self._schema = len(_MIGRATIONS)
+        self._synchronous = "FULL" if synchronous == "full" else "NORMAL"
+        try:
+            if self.path is None:
+                conn = self._connect(":memory:", uri=False)
+                self._writer = self._reader = conn
+                self._read_lock = self._write_lock  # one connection: one lock
+                self._migrate()
+            elif read_only:
+                self._reader = self._open_read_only(self.path)
+            else:
+                self._open_read_write(self.path)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- opening ------------------------------------------------------------------------------
+
+    @property
+    def _context_column(self) -> str:
+        return "context" if self._schema >= _CONTEXT_SCHEMA else "''"
+
+    def _embedded_text(self, layer: Layer) -> str:
+        return _EMBEDDED_TEXT[layer] if self._schema >= _CONTEXT_SCHEMA else "content"
+
+    def _connect(self, target: str, *, uri: bool) -> sqlite3.Connection:
+        with self._guard("open"):
+            conn = sqlite3.connect(
+                target,
+                uri=uri,
+                check_same_thread=False,
+                isolation_level=None,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+            # used by migration 4 to fingerprint the memories a store already holds
+            conn.create_function("tdai_fingerprint", 1, content_fingerprint, deterministic=True)
+        return conn
+
+    def _check_file(self, path: Path) -> None:
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            msg = f"cannot read the memory database {path} ({exc.strerror or exc})"
+            raise StoreError(msg) from exc
+        if size == 0:
+            msg = (
+                f"the memory database {path} is empty (0 bytes): it was truncated or its "
+                "creation never finished. Restore it from a backup; if this store never held "
+                "memories, delete the file to start an empty store"
+            )
+            raise StoreCorruptedError(msg)
+
+    def _open_read_write(self, path: Path) -> None:
+        self._check_file(path)
+        if path.exists() and not os.access(path, os.W_OK):
+            msg = (
+                f"the memory database {path} is read-only; open it with "
+                "TdaiMemory.open(path, read_only=True) to search it, or make it writable"
+            )
+            raise StoreReadOnlyError(msg)
+        if not path.exists():
+            self._create(path)
+        self._writer = self._configure(self._connect(str(path), uri=False))
+        self._reader = self._configure(self._connect(str(path), uri=False))
         self._migrate()
+
+    def _create(self, path: Path) -> None:
+        """Create a new database with the full schema, then move it into place atomically.
+
+        A process killed half-way leaves either no database or a complete one, so an empty
+        `memory.sqlite3` always means damage and is never mistaken for a new store.
+        """
+        tmp = path.with_name(f".{DB_FILENAME}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            conn = self._connect(str(tmp), uri=False)
+            try:
+                with self._guard("create"):
+                    for number, script in enumerate(_MIGRATIONS, start=1):
+                        conn.executescript(
+                            f"BEGIN; {script}; PRAGMA user_version={number}; COMMIT;"
+                        )
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, path)  # never replaces a database another process just created
+            except FileExistsError:
+                pass
+            except OSError:
+                if not path.exists():
+                    os.replace(tmp, path)
+        except OSError as exc:
+            self._os_error(exc, "create")
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def _configure(self, conn: sqlite3.Connection) -> sqlite3.Connection:
+        with self._guard("open"):
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def _open_read_only(self, path: Path) -> sqlite3.Connection:
+        if not path.is_file():
+            msg = (
+                f"there is no memory database at {path}; a read-only open needs an existing "
+                "store (open it without read_only=True to create one)"
+            )
+            raise StoreError(msg)
+        self._check_file(path)
+        uri = f"{path.resolve().as_uri()}?mode=ro"
+        conn = self._connect(uri, uri=True)
+        try:
+            self._check_schema(conn, migrate=False)
+        except StoreError as exc:
+            cause = exc.__cause__
+            code = (getattr(cause, "sqlite_errorcode", None) or 0) & 0xFF
+            if code not in (_CANTOPEN, _READONLY):
+                conn.close()
+                raise
+            # A WAL database in a directory we cannot write: SQLite cannot create its shared
+            # memory file, so read the file as immutable (nobody can be writing it either).
+            conn.close()
+            conn = self._connect(f"{uri}&immutable=1", uri=True)
+            self._check_schema(conn, migrate=False)
+        return conn
+
+    def _check_schema(self, conn: sqlite3.Connection, *, migrate: bool) -> int:
+        with self._guard("open"):
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            tables = {
+                str(r[0])
+                for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+        if version > len(_MIGRATIONS):
+            msg = (
+                f"the memory database {self._where} was written by a newer version "
+                f"(schema {version}, this version knows {len(_MIGRATIONS)}); upgrade "
+                "langchain-tdai-recall"
+            )
+            raise StoreError(msg)
+        if (version == 0 and tables - {"sqlite_sequence"}) or (
+            version > 0 and not tables >= _OUR_TABLES
+        ):
+            msg = (
+                f"{self._where} is an SQLite database but not a memory store (tables: "
+                f"{', '.join(sorted(tables)) or 'none'}); point TdaiMemory.open at the store "
+                "directory, or move the file aside"
+            )
+            raise StoreCorruptedError(msg)
+        if version == 0 and not migrate:
+            msg = f"{self._where} holds no memory store yet; open it writable once to create it"
+            raise StoreError(msg)
+        self._schema = int(version)
+        return int(version)
+
+    def _migrate(self) -> None:
+        with self._write_lock:
+            conn = self._conn(write=True)
+            version = self._check_schema(conn, migrate=True)
+            for number in range(version, len(_MIGRATIONS)):
+                with self._write() as tx:
+                    (current,) = tx.execute("PRAGMA user_version").fetchone()
+                    if current > number:
+                        continue  # another process migrated meanwhile
+                    for statement in _MIGRATIONS[number].split(";"):
+                        if statement.strip():
+                            tx.execute(statement)
+                    tx.execute(f"PRAGMA user_version={number + 1}")
+            self._schema = len(_MIGRATIONS)
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    @property
-    def conn(self) -> sqlite3.Connection:
-        """The open connection; raises `StoreClosedError` after `close()`."""
-        if self._conn is None:
+    def _conn(self, *, write: bool) -> sqlite3.Connection:
+        conn = self._writer if write else self._reader
+        if self._closed or conn is None:
+            if not self._closed and write:
+                msg = (
+                    f"this memory store was opened read-only; {self._where} cannot be "
+                    "written (open it without read_only=True to write)"
+                )
+                raise StoreReadOnlyError(msg)
             msg = "the memory store is closed; open a new one with TdaiMemory.open(path)"
             raise StoreClosedError(msg)
-        return self._conn
+        return conn
+
+    def _os_error(self, exc: OSError, action: str) -> NoReturn:
+        import errno  # noqa: PLC0415
+
+        if exc.errno == errno.ENOSPC:
+            msg = (
+                f"no space left on the device while trying to {action} {self._where}; nothing "
+                "was written by this call. Free disk space and retry"
+            )
+            raise StoreWriteError(msg) from exc
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            msg = (
+                f"cannot {action} {self._where}: {exc.strerror or exc}. Open the store with "
+                "TdaiMemory.open(path, read_only=True) to search it, or fix the permissions"
+            )
+            raise StoreReadOnlyError(msg) from exc
+        msg = f"cannot {action} {self._where}: {exc.strerror or exc}"
+        raise StoreError(msg) from exc
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            conn = self.conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+    def _guard(self, action: str) -> Iterator[None]:
+        """Translate `sqlite3` and OS errors raised inside into the package's errors."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            self._translate(exc, action)
+        except OSError as exc:
+            self._os_error(exc, action)
+
+    def _translate(self, exc: sqlite3.Error, action: str) -> NoReturn:
+        code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+        where = self._where
+        if isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc):
+            msg = "the memory store is closed; open a new one with TdaiMemory.open(path)"
+            raise StoreClosedError(msg) from exc
+        if code in (_CORRUPT, _NOTADB):
+            msg = (
+                f"the memory database {where} is damaged ({exc}); nothing was changed. Restore "
+                "it from a backup, or move it aside to start an empty store (the persona and "
+                "scene files under scopes/ are kept separately)"
+            )
+            raise StoreCorruptedError(msg) from exc
+        if code == _FULL:
+            msg = (
+                f"the disk holding {where} is full; nothing was written by this call. Free "
+                "disk space and retry"
+            )
+            raise StoreWriteError(msg) from exc
+        if code in (_BUSY, _LOCKED):
+            msg = (
+                f"{where} stayed locked by another process for {BUSY_TIMEOUT_MS // 1000} s; "
+                "nothing was written by this call. Retry when the other writer is done"
+            )
+            raise StoreWriteError(msg) from exc
+        if code == _READONLY:
+            msg = (
+                f"{where} cannot be written ({exc}); open the store with "
+                "TdaiMemory.open(path, read_only=True) to search it, or fix the permissions"
+            )
+            raise StoreReadOnlyError(msg) from exc
+        if code == _CANTOPEN:
+            msg = (
+                f"cannot open {where} ({exc}): check that the directory exists and can be "
+                "read and written; open it with TdaiMemory.open(path, read_only=True) if it "
+                "is read-only"
+            )
+            raise StoreError(msg) from exc
+        if code == _IOERR:
+            msg = f"an I/O error occurred while trying to {action} {where} ({exc}); retry"
+            raise StoreWriteError(msg) from exc
+        msg = f"the memory database {where} failed to {action}: {exc}"
+        raise StoreError(msg) from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._read_lock, self._guard("read"):
+            yield self._conn(write=False)
+
+    @contextmanager
+    def _write(self, *, busy_timeout_ms: int | None = None) -> Iterator[sqlite3.Connection]:
+        """One `BEGIN IMMEDIATE` transaction; `busy_timeout_ms` bounds the wait for the lock."""
+        with self._write_lock:
+            conn = self._conn(write=True)
+            with self._guard("write to"):
+                if busy_timeout_ms is not None:
+                    conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                finally:
+                    if busy_timeout_ms is not None:
+                        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        with suppress(sqlite3.Error):  # the original error is the one to report
+                            conn.execute("ROLLBACK")
+                    raise
 
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
-        """A write transaction (`BEGIN IMMEDIATE` … `COMMIT`, rolled back on error).
+        """A write transaction for `store._formation`, which keeps its own tables.
 
-        For modules beside this one that keep their own tables (store/_formation.py).
+        `BEGIN IMMEDIATE` ... `COMMIT`, rolled back on error, with errors translated like every
+        other write.
         """
         return self._write()
 
-    @contextmanager
-    def reading(self) -> Iterator[sqlite3.Connection]:
-        """The connection, held for a few reads (no transaction)."""
-        with self._lock:
-            yield self.conn
+    def reading(self) -> AbstractContextManager[sqlite3.Connection]:
+        """The read connection, held for a few reads (no transaction); errors translated."""
+        return self._read()
 
-    def _migrate(self) -> None:
-        with self._lock:
-            (version,) = self.conn.execute("PRAGMA user_version").fetchone()
-            if version > len(_MIGRATIONS):
-                msg = (
-                    f"the memory database {self.path} was written by a newer version "
-                    f"(schema {version}, this version knows {len(_MIGRATIONS)}); upgrade "
-                    "langchain-tdai-recall"
-                )
-                raise StoreError(msg)
-            for number in range(version, len(_MIGRATIONS)):
-                with self._write() as conn:
-                    for statement in _MIGRATIONS[number].split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    conn.execute(f"PRAGMA user_version={number + 1}")
+    @property
+    def has_formation_tables(self) -> bool:
+        """Whether the schema has the history and formation tables.
+
+        A read-only open of an older store (which cannot migrate) does not.
+        """
+        return self._schema >= _FORMATION_SCHEMA
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        """Close the connections (idempotent); later calls raise `StoreClosedError`."""
+        self._closed = True
+        with self._write_lock, self._read_lock:
+            for conn in {id(c): c for c in (self._writer, self._reader) if c is not None}.values():
+                with suppress(sqlite3.Error):
+                    conn.close()
+            self._writer = self._reader = None
 
     # -- scopes -------------------------------------------------------------------------------
 
-    def scope_id(self, user_id: str, agent_id: str | None, *, create: bool) -> int | None:
+    def scope_id(self, scope: Scope, *, create: bool) -> int | None:
         """The id of a scope; created on first write when `create`, else `None` if unknown."""
-        key = (user_id, _agent_key(agent_id))
+        key = (scope.user_id, _agent_key(scope.agent_id))
         cached = self._scope_cache.get(key)
         if cached is not None:
             return cached
-        with self._lock:
-            row = self.conn.execute(
-                "SELECT scope_id FROM scopes WHERE user_id = ? AND agent_id = ?", key
-            ).fetchone()
-            if row is None:
-                if not create:
-                    return None
-                with self._write() as conn:
-                    conn.execute(
-                        "INSERT OR IGNORE INTO scopes (user_id, agent_id) VALUES (?, ?)", key
-                    )
-                    row = conn.execute(
-                        "SELECT scope_id FROM scopes WHERE user_id = ? AND agent_id = ?", key
-                    ).fetchone()
-            self._scope_cache[key] = int(row[0])
-            return int(row[0])
+        sql = "SELECT scope_id FROM scopes WHERE user_id = ? AND agent_id = ?"
+        with self._read() as conn:
+            row = conn.execute(sql, key).fetchone()
+        if row is None:
+            if not create:
+                return None
+            with self._write() as tx:
+                tx.execute("INSERT OR IGNORE INTO scopes (user_id, agent_id) VALUES (?, ?)", key)
+                row = tx.execute(sql, key).fetchone()
+        self._scope_cache[key] = int(row[0])
+        return int(row[0])
 
-    def scopes(self) -> list[tuple[int, str, str | None]]:
-        """Every scope: (scope_id, user_id, agent_id)."""
-        with self._lock:
-            rows = self.conn.execute(
+    def scopes(self) -> list[tuple[int, Scope]]:
+        """Every scope: (scope_id, scope)."""
+        with self._read() as conn:
+            rows = conn.execute(
                 "SELECT scope_id, user_id, agent_id FROM scopes ORDER BY user_id, agent_id"
             ).fetchall()
-        return [(int(s), u, a or None) for s, u, a in rows]
+        return [(int(s), Scope(u, a or None)) for s, u, a in rows]
 
     def generation(self, scope_id: int) -> int:
         """Current generation of a scope (bumped by every write to it)."""
-        with self._lock:
-            row = self.conn.execute(
+        with self._read() as conn:
+            row = conn.execute(
                 "SELECT generation FROM scopes WHERE scope_id = ?", (scope_id,)
             ).fetchone()
         return int(row[0]) if row else 0
@@ -323,17 +665,17 @@ class SqliteRecords:
         scope_id: int,
         records: Sequence[MemoryRecord],
         *,
-        embedder: str | None,
-        vectors: npt.NDArray[np.float32] | None,
         dedupe: Sequence[bool] | None = None,
         actor: str = "api",
     ) -> list[MemoryRecord]:
         """Insert or update records (by id within the scope) in one transaction.
 
-        An update keeps the original `created_at` and records the replaced version in the
-        history. With `dedupe[i]`, a record whose text is an exact duplicate (see
-        `text.fingerprint`) of a memory already in the scope is not written; the existing
-        memory is returned in its place. Returns the records as stored.
+        An update keeps the original `created_at`, records the replaced version in the history
+        (`store._history`), and keeps the row's vector when the content did not change;
+        otherwise the row waits for a new vector. With `dedupe[i]`, a record whose text is an
+        exact duplicate (see `text.fingerprint`) of a memory already in the scope, or of an
+        earlier record of the call, is not written: that memory is returned in its place.
+        Returns the records as stored.
         """
         stored: list[MemoryRecord] = []
         with self._write() as conn:
@@ -344,12 +686,7 @@ class SqliteRecords:
                     if existing is not None:
                         stored.append(existing)
                         continue
-                blob = vectors[i].astype(np.float32).tobytes() if vectors is not None else None
-                stored.append(
-                    self.write_memory_row(
-                        conn, scope_id, gen, rec, embedder=embedder, blob=blob, actor=actor
-                    )
-                )
+                stored.append(self.write_memory_row(conn, scope_id, gen, rec, actor=actor))
         return stored
 
     @staticmethod
@@ -362,7 +699,7 @@ class SqliteRecords:
             "ORDER BY rowid LIMIT 1",
             (scope_id, content_fingerprint(rec.content)),
         ).fetchone()
-        return _memory(row, (rec.user_id, rec.agent_id)) if row else None
+        return _memory(row, Scope(rec.user_id, rec.agent_id)) if row else None
 
     @staticmethod
     def write_memory_row(
@@ -371,22 +708,24 @@ class SqliteRecords:
         gen: int,
         rec: MemoryRecord,
         *,
-        embedder: str | None,
-        blob: bytes | None,
         actor: str,
+        embedder: str | None = None,
+        vector: bytes | None = None,
         change: Change = "update",
         related: Sequence[str] = (),
     ) -> MemoryRecord:
         """Insert or update one row inside the caller's transaction; returns it as stored.
 
         An existing row keeps its `created_at`; its replaced version goes to the history as
-        `change` (by `actor`, naming `related` ids).
+        `change` (by `actor`, naming `related` ids). `vector` (made by `embedder` from the new
+        content) is stored with the row; without one, an unchanged text keeps its vector and a
+        changed one waits for the vector upkeep.
         """
         row = conn.execute(
             "SELECT created_at FROM memories WHERE scope_id = ? AND id = ?",
             (scope_id, rec.id),
         ).fetchone()
-        created = row[0] if row else rec.created_at
+        created = str(row[0]) if row else rec.created_at
         if row:
             record_version(
                 conn,
@@ -398,6 +737,7 @@ class SqliteRecords:
                 related=related,
                 replacement=rec,
             )
+        given = vector is not None and embedder is not None
         conn.execute(
             """
             INSERT INTO memories (scope_id, id, content, type, scene_name, priority,
@@ -406,6 +746,10 @@ class SqliteRecords:
                 content_key)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (scope_id, id) DO UPDATE SET
+                embedder = CASE WHEN excluded.vector IS NOT NULL THEN excluded.embedder
+                           WHEN memories.content = excluded.content THEN memories.embedder END,
+                vector = CASE WHEN excluded.vector IS NOT NULL THEN excluded.vector
+                         WHEN memories.content = excluded.content THEN memories.vector END,
                 content = excluded.content, type = excluded.type,
                 scene_name = excluded.scene_name, priority = excluded.priority,
                 activity_start_time = excluded.activity_start_time,
@@ -413,7 +757,6 @@ class SqliteRecords:
                 timestamp = excluded.timestamp, session_key = excluded.session_key,
                 source_message_ids = excluded.source_message_ids,
                 updated_at = excluded.updated_at, generation = excluded.generation,
-                embedder = excluded.embedder, vector = excluded.vector,
                 content_key = excluded.content_key
             """,
             (
@@ -431,48 +774,49 @@ class SqliteRecords:
                 created,
                 rec.updated_at,
                 gen,
-                embedder if blob is not None else None,
-                blob,
+                embedder if given else None,
+                vector if given else None,
                 content_fingerprint(rec.content),
             ),
         )
-        return _replace_created(rec, created)
+        return rec if created == rec.created_at else replace(rec, created_at=created)
 
     def existing_duplicates(self, scope_id: int, texts: Sequence[str]) -> dict[str, str]:
-        """For each text with an exact duplicate in the scope: fingerprint → existing id."""
+        """For each text with an exact duplicate in the scope: fingerprint -> existing id."""
         keys = sorted({content_fingerprint(t) for t in texts})
-        if not keys:
-            return {}
-        marks = ",".join("?" * len(keys))
-        with self._lock:
-            rows = self.conn.execute(
-                f"SELECT content_key, id FROM memories WHERE scope_id = ? "
-                f"AND content_key IN ({marks}) ORDER BY rowid DESC",
-                [scope_id, *keys],
-            ).fetchall()
-        return {str(k): str(i) for k, i in rows}
+        out: dict[str, str] = {}
+        for start in range(0, len(keys), _MAX_VARIABLES):
+            part = keys[start : start + _MAX_VARIABLES]
+            marks = ",".join("?" * len(part))
+            with self._read() as conn:
+                rows = conn.execute(
+                    f"SELECT content_key, id FROM memories WHERE scope_id = ? "
+                    f"AND content_key IN ({marks}) ORDER BY rowid DESC",
+                    [scope_id, *part],
+                ).fetchall()
+            out.update((str(k), str(i)) for k, i in rows)
+        return out
 
-    def get_memory(
-        self, scope_id: int, memory_id: str, user: tuple[str, str | None]
-    ) -> MemoryRecord | None:
+    def get_memory(self, scope_id: int, memory_id: str, scope: Scope) -> MemoryRecord | None:
         """One memory by id, or `None`."""
-        with self._lock:
-            row = self.conn.execute(
+        with self._read() as conn:
+            row = conn.execute(
                 f"SELECT {_MEMORY_COLS} FROM memories WHERE scope_id = ? AND id = ?",
                 (scope_id, memory_id),
             ).fetchone()
-        return _memory(row, user) if row else None
+        return _memory(row, scope) if row else None
 
     def delete_memories(
-        self, scope_id: int, memory_ids: Sequence[str], *, actor: str = "api", at: str = ""
+        self, scope_id: int, memory_ids: Sequence[str], *, actor: str = "api"
     ) -> int:
-        """Delete by id (keeping each deleted version in the history); returns how many existed."""
+        """Delete by id (each deleted version is kept in the history); returns how many existed."""
         deleted = 0
+        at = _utc_now()
         with self._write() as conn:
             gen = self._bump(conn, scope_id)
             for memory_id in memory_ids:
                 deleted += self.delete_memory_row(
-                    conn, scope_id, gen, memory_id, actor=actor, at=at or _utc_now()
+                    conn, scope_id, gen, memory_id, actor=actor, at=at
                 )
         return deleted
 
@@ -506,7 +850,7 @@ class SqliteRecords:
     def list_memories(
         self,
         scope_id: int,
-        user: tuple[str, str | None],
+        scope: Scope,
         *,
         type: MemoryType | None,
         limit: int | None,
@@ -520,34 +864,35 @@ class SqliteRecords:
             params.append(type)
         sql += " ORDER BY created_at, id LIMIT ? OFFSET ?"
         params += [-1 if limit is None else limit, offset]
-        with self._lock:
-            rows = self.conn.execute(sql, params).fetchall()
-        return [_memory(r, user) for r in rows]
+        with self._read() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [_memory(r, scope) for r in rows]
 
-    def memory_rows_since(
-        self, scope_id: int, generation: int, user: tuple[str, str | None]
-    ) -> list[MemoryRow]:
+    def memory_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MemoryRow]:
         """Rows of a scope written after `generation`, with their vectors."""
-        with self._lock:
-            rows = self.conn.execute(
+        with self._read() as conn:
+            rows = conn.execute(
                 f"SELECT {_MEMORY_COLS}, embedder, vector FROM memories "
                 "WHERE scope_id = ? AND generation > ? ORDER BY rowid",
                 (scope_id, generation),
             ).fetchall()
-        return [MemoryRow(int(r[0]), _memory(r, user), r[-2], r[-1]) for r in rows]
+        return [MemoryRow(int(r[0]), _memory(r, scope), r[-2], r[-1]) for r in rows]
 
     def memories_by_rowid(
-        self, rowids: Sequence[int], user: tuple[str, str | None]
+        self, scope_id: int, rowids: Sequence[int], scope: Scope
     ) -> dict[int, MemoryRecord]:
-        """Records for the given row ids (missing ones are left out)."""
-        if not rowids:
-            return {}
-        marks = ",".join("?" * len(rowids))
-        with self._lock:
-            rows = self.conn.execute(
-                f"SELECT {_MEMORY_COLS} FROM memories WHERE rowid IN ({marks})", list(rowids)
-            ).fetchall()
-        return {int(r[0]): _memory(r, user) for r in rows}
+        """Records of the scope for the given row ids (missing or foreign ones are left out)."""
+        out: dict[int, MemoryRecord] = {}
+        for part in _chunks(list(rowids)):
+            marks = ",".join("?" * len(part))
+            with self._read() as conn:
+                rows = conn.execute(
+                    f"SELECT {_MEMORY_COLS} FROM memories "
+                    f"WHERE scope_id = ? AND rowid IN ({marks})",
+                    [scope_id, *part],
+                ).fetchall()
+            out.update((int(r[0]), _memory(r, scope)) for r in rows)
+        return out
 
     # -- L0 messages --------------------------------------------------------------------------
 
@@ -556,20 +901,30 @@ class SqliteRecords:
         scope_id: int,
         records: Sequence[MessageRecord],
         *,
-        embedder: str | None,
-        vectors: npt.NDArray[np.float32] | None,
+        busy_timeout_ms: int | None = None,
     ) -> int:
-        """Insert messages; ids already in the scope are skipped. Returns how many were new."""
+        """Insert messages; ids already in the scope are skipped. Returns how many were new.
+
+        Each new message records the end of the message before it in its session (from this
+        batch, else the last one stored) as its context.
+        """
         inserted = 0
-        with self._write() as conn:
+        with self._write(busy_timeout_ms=busy_timeout_ms) as conn:
             gen = self._bump(conn, scope_id)
-            for i, rec in enumerate(records):
-                blob = vectors[i].astype(np.float32).tobytes() if vectors is not None else None
+            previous: dict[str, str] = {}
+            for rec in records:
+                if rec.session_key not in previous:
+                    row = conn.execute(
+                        "SELECT content FROM messages WHERE scope_id = ? AND session_key = ? "
+                        "ORDER BY rowid DESC LIMIT 1",
+                        (scope_id, rec.session_key),
+                    ).fetchone()
+                    previous[rec.session_key] = str(row[0]) if row else ""
                 cur = conn.execute(
                     """
                     INSERT OR IGNORE INTO messages (scope_id, id, role, content, session_key,
-                        session_id, recorded_at, generation, embedder, vector)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        session_id, recorded_at, generation, embedder, vector, context)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)
                     """,
                     (
                         scope_id,
@@ -580,56 +935,49 @@ class SqliteRecords:
                         rec.session_id,
                         rec.recorded_at,
                         gen,
-                        embedder if blob is not None else None,
-                        blob,
+                        previous[rec.session_key][-L0_CONTEXT_CHARS:],
                     ),
                 )
                 inserted += cur.rowcount
+                if cur.rowcount:
+                    previous[rec.session_key] = rec.content
         return inserted
 
-    def message_ids_present(self, scope_id: int, ids: Sequence[str]) -> set[str]:
-        """Which of `ids` are already stored in the scope."""
-        if not ids:
-            return set()
-        marks = ",".join("?" * len(ids))
-        with self._lock:
-            rows = self.conn.execute(
-                f"SELECT id FROM messages WHERE scope_id = ? AND id IN ({marks})",
-                [scope_id, *ids],
-            ).fetchall()
-        return {r[0] for r in rows}
-
-    def message_rows_since(
-        self, scope_id: int, generation: int, user: tuple[str, str | None]
-    ) -> list[MessageRow]:
+    def message_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MessageRow]:
         """Messages of a scope written after `generation`, with their vectors."""
-        with self._lock:
-            rows = self.conn.execute(
-                f"SELECT {_MESSAGE_COLS}, embedder, vector FROM messages "
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_MESSAGE_COLS}, {self._context_column}, embedder, vector FROM messages "
                 "WHERE scope_id = ? AND generation > ? ORDER BY rowid",
                 (scope_id, generation),
             ).fetchall()
-        return [MessageRow(int(r[0]), _message(r, user), r[-2], r[-1]) for r in rows]
+        return [
+            MessageRow(int(r[0]), _message(r, scope), r[-2], r[-1], context=str(r[-3]))
+            for r in rows
+        ]
 
     def messages_by_rowid(
-        self, rowids: Sequence[int], user: tuple[str, str | None]
+        self, scope_id: int, rowids: Sequence[int], scope: Scope
     ) -> dict[int, MessageRecord]:
-        """Messages for the given row ids."""
-        if not rowids:
-            return {}
-        marks = ",".join("?" * len(rowids))
-        with self._lock:
-            rows = self.conn.execute(
-                f"SELECT {_MESSAGE_COLS} FROM messages WHERE rowid IN ({marks})", list(rowids)
-            ).fetchall()
-        return {int(r[0]): _message(r, user) for r in rows}
+        """Messages of the scope for the given row ids."""
+        out: dict[int, MessageRecord] = {}
+        for part in _chunks(list(rowids)):
+            marks = ",".join("?" * len(part))
+            with self._read() as conn:
+                rows = conn.execute(
+                    f"SELECT {_MESSAGE_COLS} FROM messages "
+                    f"WHERE scope_id = ? AND rowid IN ({marks})",
+                    [scope_id, *part],
+                ).fetchall()
+            out.update((int(r[0]), _message(r, scope)) for r in rows)
+        return out
 
     # -- shared -------------------------------------------------------------------------------
 
     def tombstones_since(self, scope_id: int, layer: Layer, generation: int) -> list[int]:
         """Row ids deleted from a scope's layer after `generation`."""
-        with self._lock:
-            rows = self.conn.execute(
+        with self._read() as conn:
+            rows = conn.execute(
                 "SELECT row_ref FROM tombstones WHERE scope_id = ? AND layer = ? "
                 "AND generation > ?",
                 (scope_id, layer, generation),
@@ -639,59 +987,153 @@ class SqliteRecords:
     def count(self, layer: Layer, scope_id: int | None = None) -> int:
         """Rows in a layer, for one scope or all."""
         table = _TABLE[layer]
-        with self._lock:
+        with self._read() as conn:
             if scope_id is None:
-                (n,) = self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+                (n,) = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
             else:
-                (n,) = self.conn.execute(
+                (n,) = conn.execute(
                     f"SELECT COUNT(*) FROM {table} WHERE scope_id = ?", (scope_id,)
                 ).fetchone()
         return int(n)
 
-    def count_stale_vectors(self, layer: Layer, embedder: str) -> int:
-        """Rows whose vector is missing or was made by another embedder."""
-        with self._lock:
-            (n,) = self.conn.execute(
-                f"SELECT COUNT(*) FROM {_TABLE[layer]} WHERE embedder IS NOT ? OR vector IS NULL",
+    # -- vector upkeep ------------------------------------------------------------------------
+
+    def count_pending_vectors(
+        self, layer: Layer, embedder: str, *, scope_id: int | None = None, stale: bool = True
+    ) -> int:
+        """Rows without a vector (and, with `stale`, rows whose vector is another embedder's)."""
+        where = "(vector IS NULL OR embedder IS NOT ?)" if stale else "vector IS NULL"
+        params: list[object] = [embedder] if stale else []
+        if scope_id is not None:
+            where += " AND scope_id = ?"
+            params.append(scope_id)
+        with self._read() as conn:
+            (n,) = conn.execute(
+                f"SELECT COUNT(*) FROM {_TABLE[layer]} WHERE {where}", params
+            ).fetchone()
+        return int(n)
+
+    def count_foreign_vectors(self, layer: Layer, embedder: str) -> int:
+        """Rows holding a vector made by another embedder."""
+        with self._read() as conn:
+            (n,) = conn.execute(
+                f"SELECT COUNT(*) FROM {_TABLE[layer]} "
+                "WHERE vector IS NOT NULL AND embedder IS NOT ?",
                 (embedder,),
             ).fetchone()
         return int(n)
 
-    def stale_vector_batches(
-        self, layer: Layer, embedder: str, batch_size: int
-    ) -> Iterator[list[tuple[int, int, str]]]:
-        """Batches of (rowid, scope_id, text) whose vectors need (re-)embedding."""
-        text_col = "content"
-        last = 0
-        while True:
-            with self._lock:
-                rows = self.conn.execute(
-                    f"SELECT rowid, scope_id, {text_col} FROM {_TABLE[layer]} "
-                    "WHERE (embedder IS NOT ? OR vector IS NULL) AND rowid > ? "
-                    "ORDER BY rowid LIMIT ?",
-                    (embedder, last, batch_size),
-                ).fetchall()
-            if not rows:
-                return
-            last = int(rows[-1][0])
-            yield [(int(r), int(s), t) for r, s, t in rows]
+    def pending_vectors(
+        self, layer: Layer, embedder: str, *, after: int, limit: int, stale: bool
+    ) -> list[PendingVector]:
+        """Rows after ref `after` that need a vector, in ref order.
+
+        Without `stale` only rows with no vector are listed (served by a partial index); with
+        it, rows whose vector another embedder made are listed too (a table scan).
+        """
+        text = self._embedded_text(layer)
+        if stale:
+            sql = (
+                f"SELECT rowid, {text} FROM {_TABLE[layer]} "
+                "WHERE (vector IS NULL OR embedder IS NOT ?) AND rowid > ? ORDER BY rowid LIMIT ?"
+            )
+            params: tuple[object, ...] = (embedder, after, limit)
+        else:
+            sql = (
+                f"SELECT rowid, {text} FROM {_TABLE[layer]} "
+                "WHERE vector IS NULL AND rowid > ? ORDER BY rowid LIMIT ?"
+            )
+            params = (after, limit)
+        with self._read() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [PendingVector(int(r), str(t)) for r, t in rows]
 
     def set_vectors(
         self,
         layer: Layer,
-        rows: Sequence[tuple[int, int]],
+        items: Sequence[PendingVector],
         vectors: npt.NDArray[np.float32],
         embedder: str,
-    ) -> None:
-        """Store new vectors for (rowid, scope_id) pairs and mark their scopes changed."""
+    ) -> int:
+        """Store vectors for pending rows whose text is still the embedded text.
+
+        A row updated or deleted since it was read is left alone (it is embedded again with
+        its new text). Returns how many rows were updated.
+        """
         table = _TABLE[layer]
+        if not items:
+            return 0
+        refs = [item.ref for item in items]
+        updated = 0
         with self._write() as conn:
-            gens = {s: self._bump(conn, s) for s in {scope for _, scope in rows}}
-            for (rowid, scope), vec in zip(rows, vectors, strict=True):
-                conn.execute(
-                    f"UPDATE {table} SET vector = ?, embedder = ?, generation = ? WHERE rowid = ?",
-                    (vec.astype(np.float32).tobytes(), embedder, gens[scope], rowid),
+            scope_of: dict[int, int] = {}
+            for part in _chunks(refs):
+                marks = ",".join("?" * len(part))
+                scope_of.update(
+                    (int(r), int(s))
+                    for r, s in conn.execute(
+                        f"SELECT rowid, scope_id FROM {table} WHERE rowid IN ({marks})", part
+                    )
                 )
+            gens = {s: self._bump(conn, s) for s in sorted(set(scope_of.values()))}
+            for item, vec in zip(items, vectors, strict=True):
+                scope_id = scope_of.get(item.ref)
+                if scope_id is None:
+                    continue
+                cur = conn.execute(
+                    f"UPDATE {table} SET vector = ?, embedder = ?, generation = ? "
+                    f"WHERE rowid = ? AND {self._embedded_text(layer)} = ?",
+                    (
+                        np.asarray(vec, dtype=np.float32).tobytes(),
+                        embedder,
+                        gens[scope_id],
+                        item.ref,
+                        item.text,
+                    ),
+                )
+                updated += cur.rowcount
+        return updated
+
+    def stored_dimension(self, embedder: str, scope_id: int | None = None) -> int | None:
+        """Dimension of the vectors `embedder` made (optionally in one scope), if any."""
+        for table in _TABLE.values():
+            sql = f"SELECT length(vector) FROM {table} WHERE embedder = ? AND vector IS NOT NULL"
+            params: list[object] = [embedder]
+            if scope_id is not None:
+                sql += " AND scope_id = ?"
+                params.append(scope_id)
+            with self._read() as conn:
+                row = conn.execute(sql + " LIMIT 1", params).fetchone()
+            if row is not None:
+                return int(row[0]) // 4
+        return None
+
+    def drop_vectors(self, embedder: str, *, keep_dimension: int) -> int:
+        """Forget `embedder`'s vectors of another dimension; those rows wait for new ones.
+
+        Used when an embedder with an unchanged identity starts returning vectors of another
+        dimension (its endpoint or settings changed). Returns how many rows were reset.
+        """
+        reset = 0
+        with self._write() as conn:
+            for table in _TABLE.values():
+                scope_ids = [
+                    int(r[0])
+                    for r in conn.execute(
+                        f"SELECT DISTINCT scope_id FROM {table} "
+                        "WHERE embedder = ? AND length(vector) != ?",
+                        (embedder, keep_dimension * 4),
+                    )
+                ]
+                for scope_id in scope_ids:
+                    gen = self._bump(conn, scope_id)
+                    cur = conn.execute(
+                        f"UPDATE {table} SET vector = NULL, embedder = NULL, generation = ? "
+                        "WHERE scope_id = ? AND embedder = ? AND length(vector) != ?",
+                        (gen, scope_id, embedder, keep_dimension * 4),
+                    )
+                    reset += cur.rowcount
+        return reset
 
 
 def _utc_now() -> str:
@@ -700,15 +1142,7 @@ def _utc_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _replace_created(rec: MemoryRecord, created: str) -> MemoryRecord:
-    if rec.created_at == created:
-        return rec
-    from dataclasses import replace  # noqa: PLC0415
-
-    return replace(rec, created_at=created)
-
-
-def _memory(row: Sequence[object], user: tuple[str, str | None]) -> MemoryRecord:
+def _memory(row: Sequence[object], scope: Scope) -> MemoryRecord:
     (
         _,
         mid,
@@ -733,8 +1167,8 @@ def _memory(row: Sequence[object], user: tuple[str, str | None]) -> MemoryRecord
         activity_start_time=start,  # type: ignore[arg-type]
         activity_end_time=end,  # type: ignore[arg-type]
         timestamp=ts,  # type: ignore[arg-type]
-        user_id=user[0],
-        agent_id=user[1],
+        user_id=scope.user_id,
+        agent_id=scope.agent_id,
         session_key=str(session),
         source_message_ids=tuple(json.loads(str(sources))),
         created_at=str(created),
@@ -742,7 +1176,7 @@ def _memory(row: Sequence[object], user: tuple[str, str | None]) -> MemoryRecord
     )
 
 
-def _message(row: Sequence[object], user: tuple[str, str | None]) -> MessageRecord:
+def _message(row: Sequence[object], scope: Scope) -> MessageRecord:
     _, mid, role, content, session_key, session_id, recorded_at = row[:7]
     return MessageRecord(
         id=str(mid),
@@ -751,6 +1185,6 @@ def _message(row: Sequence[object], user: tuple[str, str | None]) -> MessageReco
         session_key=str(session_key),
         session_id=str(session_id),
         recorded_at=str(recorded_at),
-        user_id=user[0],
-        agent_id=user[1],
+        user_id=scope.user_id,
+        agent_id=scope.agent_id,
     )

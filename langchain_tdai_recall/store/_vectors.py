@@ -285,6 +285,26 @@ class VectorIndex:
             _, cand = self._pq.search(q.reshape(1, -1), pool)
         return self._rescore(q, cand[0][cand[0] >= 0], k)
 
+    def scores(self, query: npt.ArrayLike, ids: npt.ArrayLike) -> dict[int, float]:
+        """Exact cosine of `query` with each known id among `ids` (unknown ids are left out).
+
+        Args:
+            query: float32 vector of shape (dim,), L2-normalised.
+            ids: Ids to score.
+
+        Returns:
+            Id to score.
+        """
+        q = np.ascontiguousarray(np.asarray(query, dtype=np.float32).reshape(-1))
+        if q.shape != (self._dim,) or not np.isfinite(q).all():
+            msg = f"expected a finite query of shape ({self._dim},), got {np.shape(query)}"
+            raise ConfigError(msg)
+        rows = self._rows_of(np.asarray(ids, dtype=np.int64).reshape(-1))
+        if rows.size == 0:
+            return {}
+        values = self._exact_scores(q, rows)
+        return dict(zip(self._ids[rows].tolist(), values.tolist(), strict=True))
+
     # ------------------------------------------------------------------ internals
 
     @staticmethod

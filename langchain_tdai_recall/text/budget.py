@@ -6,29 +6,63 @@ CJK character counts once, and a cut never splits one.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["MIN_PARTIAL_LINE_CHARS", "BudgetOutcome", "apply_budget", "truncate_line"]
+__all__ = [
+    "MIN_CUT_CONTENT_CHARS",
+    "MIN_PARTIAL_LINE_CHARS",
+    "BudgetOutcome",
+    "apply_budget",
+    "truncate_line",
+]
 
 MIN_PARTIAL_LINE_CHARS: Final = 40
 """A line cut by the total budget is kept only if at least this many code points fit."""
 
+MIN_CUT_CONTENT_CHARS: Final = 10
+"""A cut line ends with the long truncation suffix only when at least this many code points of
+its content (after a `- [type] ` prefix) stay before it; otherwise it ends with `…`, so a line
+never shows the suffix without content."""
+
 _SHORT_MARKER: Final = "…"
 _JOINERS: Final = "\u200d\ufe0e\ufe0f"
+_LINE_PREFIX_RE: Final = re.compile(r"- \[[^\]\n]*\] ")
+"""The `- [type] ` or `- [type|scene] ` head of a memory line."""
+_DANGLING_RE: Final = re.compile(
+    r"(?:[<\uff1c\ufe64]|&lt;)[\s/|\uff5c]*+[\w:.\-/|\uff5c]*+\Z|&(?:lt?)?\Z"
+)
+"""An unfinished tag, escaped tag or `&lt;` entity at the end of a cut (`<relev`, `&lt;/sys`,
+`&l`): removed, so a cut never leaves a fragment of markup."""
+
+
+def _cut(line: str, length: int) -> str:
+    """The first `length` code points of `line`, without trailing spaces, joiners or markup."""
+    head = line[: max(length, 0)].rstrip().rstrip(_JOINERS)
+    dangling = _DANGLING_RE.search(head)
+    if dangling is not None:
+        head = head[: dangling.start()].rstrip().rstrip(_JOINERS)
+    return head
 
 
 def truncate_line(line: str, limit: int, suffix: str) -> str:
     """Cut `line` to at most `limit` code points, marking the cut.
 
-    The marker is `suffix` when the limit leaves room for it and some text, otherwise a single
-    `…`, so a cut line is always recognisable. A line that fits is returned unchanged.
+    The marker is `suffix` when the limit leaves room for it and at least
+    `MIN_CUT_CONTENT_CHARS` of content, otherwise a single `…`, so a cut line is always
+    recognisable and never all marker. A cut never ends in a fragment of a tag or of `&lt;`.
+    A line that fits is returned unchanged.
     """
     if limit <= 0 or len(line) <= limit:
         return line
-    marker = suffix if limit > len(suffix) else _SHORT_MARKER
-    head = line[: max(limit - len(marker), 0)].rstrip().rstrip(_JOINERS)
-    return head + marker
+    prefix = _LINE_PREFIX_RE.match(line)
+    content_start = prefix.end() if prefix else 0
+    if limit > len(suffix):
+        head = _cut(line, limit - len(suffix))
+        if len(head) - content_start >= MIN_CUT_CONTENT_CHARS:
+            return head + suffix
+    return _cut(line, limit - len(_SHORT_MARKER)) + _SHORT_MARKER
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +103,7 @@ def apply_budget(lines: list[str], *, per_line: int, total: int, suffix: str) ->
             used += separator + len(candidate)
             continue
         if remaining >= MIN_PARTIAL_LINE_CHARS:
-            kept.append(truncate_line(candidate, remaining, suffix))
+            kept.append(truncate_line(line, remaining, suffix))  # never cut a cut line again
             cut.append(True)
             return BudgetOutcome(kept, cut, len(lines) - index - 1)
         return BudgetOutcome(kept, cut, len(lines) - index)

@@ -17,7 +17,7 @@ USER = "u1"
 
 
 def seeded(memory: TdaiMemory) -> TdaiMemory:
-    memory.add_memory("用户对花生过敏，随身带肾上腺素笔", type="persona", priority=90, user_id=USER)
+    memory.add_memory("用户对花生过敏，随身带肾上腺素笔", type="persona", priority=80, user_id=USER)
     memory.add_memory(
         "User is planning a trip to Japan in May",
         user_id=USER,
@@ -164,14 +164,18 @@ def test_injected_blocks_in_the_text_do_not_feed_the_query(memory: TdaiMemory) -
 
 def test_hybrid_reports_real_fused_and_leg_scores(memory: TdaiMemory) -> None:
     seeded(memory)
+    memory.flush()  # vectors are computed in the background
     result = memory.recall("trip to Japan in May", user_id=USER)
     assert result is not None
     assert result.strategy == "hybrid"
     top = result.memories[0]
     assert "Japan" in top.content
     assert top.keyword_score is not None and 0.3 <= top.keyword_score <= 1.0
-    expected = 1 / 61 + (1 / 61 if top.embedding_score is not None else 0)
-    assert top.score == pytest.approx(expected)
+    assert top.embedding_score is not None
+    # the relevance a reader sees: 0.7 x cosine + 0.3 x keyword coverage, in [0, 1]
+    expected = 0.7 * max(top.embedding_score, 0.0) + 0.3 * top.keyword_score
+    assert top.score == pytest.approx(expected, abs=1e-6)
+    assert 0.0 <= top.score <= 1.0
 
 
 @pytest.mark.parametrize("strategy", ["keyword", "embedding"])
@@ -179,15 +183,17 @@ def test_single_leg_strategies(strategy: str) -> None:
     cfg = {"recall": {"strategy": strategy}}
     with TdaiMemory.open(None, embeddings=HashEmbeddings(64), config=cfg) as mem:
         seeded(mem)
+        mem.flush()
         result = mem.recall("trip to Japan in May", user_id=USER)
         assert result is not None
         assert result.strategy == strategy
         top = result.memories[0]
-        assert top.score == pytest.approx(1 / 61)  # one leg, rank 1: same scale as hybrid
-        if strategy == "keyword":
+        if strategy == "keyword":  # one leg: the score is that leg's own number
             assert top.embedding_score is None and top.keyword_score is not None
+            assert top.score == pytest.approx(top.keyword_score)
         else:
             assert top.keyword_score is None and top.embedding_score is not None
+            assert top.score == pytest.approx(max(top.embedding_score, 0.0))
 
 
 def test_slow_embedder_degrades_to_keyword_within_its_own_timeout() -> None:
@@ -228,12 +234,22 @@ def test_no_embeddings_falls_back_with_one_warning_per_store(
     assert len(warnings) == 1
 
 
-def test_keyword_threshold_filters_weak_matches(keyword_memory: TdaiMemory) -> None:
+def test_threshold_gates_injection_but_not_the_agents_search(keyword_memory: TdaiMemory) -> None:
     keyword_memory.add_memory("The user likes green tea", user_id=USER)
-    # 1 of 4 content words matches: relevance 0.25 < 0.3
-    assert keyword_memory.search_memories("tea ceremony history books", user_id=USER) == []
+    # 1 of 4 content words matches: relevance 0.25 < score_threshold 0.3, so recall injects
+    # nothing, while an explicit search returns the best hit above the low floor
+    result = keyword_memory.recall("tea ceremony history books", user_id=USER)
+    assert result is not None and result.memories == ()
+    hits = keyword_memory.search_memories("tea ceremony history books", user_id=USER)
+    assert [h.content for h in hits] == ["The user likes green tea"]
+    assert hits[0].score == pytest.approx(0.25)
+    assert keyword_memory.search_memories("tea ceremony", user_id=USER, min_score=0.6) == []
     hits = keyword_memory.search_memories("green tea", user_id=USER)
     assert len(hits) == 1 and hits[0].keyword_score == pytest.approx(1.0)
+    injected = keyword_memory.recall("green tea", user_id=USER)
+    assert injected is not None and [m.content for m in injected.memories] == [
+        "The user likes green tea"
+    ]
 
 
 def test_more_matching_memories_never_yield_fewer_results() -> None:
@@ -273,7 +289,9 @@ def test_ties_break_by_priority_then_recency_then_id_regardless_of_insertion() -
 
 
 def test_budgets_are_applied_and_reported() -> None:
-    cfg = {"recall": {"maxCharsPerMemory": 80, "maxTotalRecallChars": 130, "language": "en"}}
+    # 120 leaves room for the English suffix (77) and some content; 80 used to give a line of
+    # prefix and suffix only, which is now cut with the short marker instead (issue 8 #12).
+    cfg = {"recall": {"maxCharsPerMemory": 120, "maxTotalRecallChars": 171, "language": "en"}}
     with TdaiMemory.open(None, embeddings=None, config=cfg) as mem:
         for i in range(3):
             mem.add_memory(f"coffee fact {i} " + "lorem ipsum " * 20, user_id=USER)
@@ -281,8 +299,9 @@ def test_budgets_are_applied_and_reported() -> None:
         assert result is not None and result.prepend_context
         lines = [x for x in result.prepend_context.splitlines() if x.startswith("- [")]
         assert len(lines) == 2
-        assert len(lines[0]) == 80 and lines[0].endswith("details)")
-        assert len(lines[0]) + 1 + len(lines[1]) <= 130
+        assert len(lines[0]) == 120 and lines[0].endswith("details)")
+        assert "coffee fact" in lines[0]
+        assert len(lines[0]) + 1 + len(lines[1]) <= 171
         assert result.truncated == 2 and result.dropped == 1
         assert [m.truncated for m in result.memories] == [True, True]
 
@@ -351,7 +370,7 @@ def test_english_language_and_tools_disabled() -> None:
 
 def test_result_fields_and_html(memory: TdaiMemory) -> None:
     seeded(memory)
-    result = memory.recall("peanut 花生 <b>", user_id=USER)
+    result = memory.recall("花生过敏 peanut <b>", user_id=USER)
     assert result is not None
     assert result.persona == "# Profile\nA backend engineer in Shanghai."
     assert result.scene_count == 1

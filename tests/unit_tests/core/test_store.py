@@ -153,7 +153,10 @@ def test_record_messages_dedupes_and_strips_injection(memory: TdaiMemory) -> Non
     assert memory.record_messages(msgs, session_key="s1", user_id="u") == 2
     assert memory.record_messages(msgs, session_key="s1", user_id="u") == 0  # same ids
     hits = memory.search_conversations("book a flight", user_id="u")
-    assert hits[0].content == "book a flight" and hits[0].role == "user"
+    assert sorted((h.role, h.content) for h in hits) == [
+        ("assistant", "Booked the flight to Osaka"),
+        ("user", "book a flight"),  # the injected block was stripped before storing
+    ]
     memory.record_messages(
         [{"role": "user", "content": "flight to Osaka again"}], session_key="s2", user_id="u"
     )
@@ -254,7 +257,9 @@ def test_new_embedder_reembeds_at_open(tmp_path: Path) -> None:
             [{"content": f"fact number {i} about tea"} for i in range(30)], user_id="u"
         )
     with TdaiMemory.open(tmp_path, embeddings=HashEmbeddings(32)) as mem:
-        assert mem.reindex() == 0  # already done at open
+        assert mem.flush(timeout=30)  # re-embedding runs in the background after open
+        assert mem.reindex() == 0  # nothing left to do
+        assert mem.stats().pending_vectors == 0
         hits = mem.search_memories("fact number 3 about tea", user_id="u")
         assert hits and hits[0].embedding_score is not None
         assert mem.stats(user_id="u").dimensions == 32
@@ -378,3 +383,52 @@ def test_preload_builds_indexes_before_the_first_search(tmp_path: Path) -> None:
         mem.preload(user_id="u")
         assert mem.stats().indexed_scopes == 1
         assert mem.search_memories("preloaded fact", user_id="u")
+
+
+def test_conversation_search_finds_an_answer_through_the_turn_it_answers(
+    memory: TdaiMemory,
+) -> None:
+    memory.record_messages(
+        [
+            {"id": "q1", "role": "user", "content": "Which hotel should we book in Kyoto?"},
+            {"id": "a1", "role": "assistant", "content": "The Ryokan Sakura near Gion."},
+            {"id": "q2", "role": "user", "content": "And what about dinner?"},
+        ],
+        session_key="trip",
+        user_id="u",
+    )
+    memory.record_messages(
+        [{"id": "x1", "role": "user", "content": "Hotel prices in Osaka"}],
+        session_key="other",
+        user_id="u",
+    )
+    memory.flush()
+    hits = memory.search_conversations("hotel in Kyoto", user_id="u", min_score=0.2)
+    # the answer names neither word; it is found through the question it answers
+    assert {"Which hotel should we book in Kyoto?", "The Ryokan Sakura near Gion."} <= {
+        h.content for h in hits
+    }
+    # a message's context is its own session's previous message only
+    assert all(h.content != "And what about dinner?" for h in hits)
+    # the hit shows the message as it was said, without its context
+    assert all("\n" not in h.content for h in hits)
+
+
+def test_message_context_comes_from_the_same_session_across_calls(memory: TdaiMemory) -> None:
+    memory.record_messages(
+        [{"role": "user", "content": "Remind me: the wifi password is cedar-42"}],
+        session_key="s1",
+        user_id="u",
+    )
+    memory.record_messages(
+        [{"role": "user", "content": "unrelated small talk"}], session_key="s2", user_id="u"
+    )
+    memory.record_messages(
+        [{"role": "assistant", "content": "Noted, I will remember it."}],
+        session_key="s1",
+        user_id="u",
+    )
+    memory.flush()
+    hits = memory.search_conversations("wifi password", user_id="u", min_score=0.2)
+    assert "Noted, I will remember it." in {h.content for h in hits}
+    assert "unrelated small talk" not in {h.content for h in hits}

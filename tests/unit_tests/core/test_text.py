@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import pytest
 
-from langchain_tdai_recall.text.budget import MIN_PARTIAL_LINE_CHARS, apply_budget, truncate_line
-from langchain_tdai_recall.text.clean import clean_query, content_text
+from langchain_tdai_recall.text.budget import (
+    MIN_CUT_CONTENT_CHARS,
+    MIN_PARTIAL_LINE_CHARS,
+    apply_budget,
+    truncate_line,
+)
+from langchain_tdai_recall.text.clean import (
+    MAX_CLEAN_INPUT_CHARS,
+    MAX_QUERY_CHARS,
+    clean_query,
+    content_text,
+    strip_injected_blocks,
+)
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 
 SUFFIX = "…（已截断；可用 tdai_memory_search 或 tdai_conversation_search 查看详情）"
@@ -39,6 +53,69 @@ def test_content_text_takes_only_text_blocks() -> None:
     ]
     assert content_text(blocks) == "hello\nworld"
     assert content_text(None) == ""
+
+
+def test_clean_pairs_blocks_like_before_on_nested_and_unclosed_tags() -> None:
+    # The first closing tag of the same name ends a block; a tag never closed is a stray tag.
+    text = "<relevant-memories>a<relevant-memories>b</relevant-memories> c</relevant-memories> d"
+    assert clean_query(text) == "c d"
+    assert clean_query("<user-persona>never closed, kept") == "never closed, kept"
+    assert clean_query("x <scene-navigation>a</relevant-memories> y") == "x a y"
+    # A closing tag with anything but spaces after its name does not end a block.
+    assert clean_query("<user-persona>a</user-persona x> b</user-persona> c") == "c"
+
+
+# Inputs that made the old tag regexes backtrack: quadratic (or worse) in their length.
+_PATHOLOGICAL: dict[str, Callable[[int], str]] = {
+    "unclosed opening tags": lambda n: "<relevant-memories>x" * (n // 20),
+    "unterminated tags": lambda n: "<relevant-memories" * (n // 18),
+    "closing tags": lambda n: "</user-persona>x" * (n // 16),
+    "spaces after <": lambda n: "<" + " " * n,
+    "spaces after </": lambda n: "< /" + " " * n,
+    "many blocks": lambda n: "<scene-navigation>a</scene-navigation>" * (n // 38),
+}
+
+
+def _best_seconds(func: Callable[[str], object], text: str, *, repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        func(text)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", list(_PATHOLOGICAL))
+@pytest.mark.parametrize("func", [strip_injected_blocks, clean_query], ids=["strip", "clean"])
+def test_cleaning_time_is_linear_in_input_length(shape: str, func: Callable[[str], object]) -> None:
+    make = _PATHOLOGICAL[shape]
+    small = _best_seconds(func, make(20_000))
+    large = _best_seconds(func, make(160_000))
+    # Linear: about 8x for 8x the input. Quadratic code took over 60x (9.5 s at 160 KB for
+    # the first shape). The slack absorbs a busy machine.
+    assert large < 12 * small + 0.25, (shape, small, large)
+
+
+def test_query_keeps_both_ends_of_a_long_message_within_the_cap() -> None:
+    head = "Please summarise this report about the Lisbon office."
+    tail = "Does it mention my peanut allergy?"
+    query = clean_query(f"{head} {'lorem ipsum ' * 10_000} {tail}")
+    assert len(query) <= MAX_QUERY_CHARS
+    assert query.startswith(head)
+    assert query.endswith(tail)
+
+
+def test_block_spanning_the_input_cap_is_still_removed() -> None:
+    memories = "- [persona] secret " * (MAX_CLEAN_INPUT_CHARS // 10)
+    text = f"<relevant-memories>\n{memories}\n</relevant-memories>\n\nwhat is my name?"
+    assert len(text) > MAX_CLEAN_INPUT_CHARS
+    assert clean_query(text) == "what is my name?"
+
+
+def test_stored_text_is_cleaned_whole() -> None:
+    body = "word " * 50_000
+    assert strip_injected_blocks(f"<user-persona>p</user-persona>{body}") == body
 
 
 # -- tokenisation -------------------------------------------------------------------------------
@@ -145,6 +222,53 @@ def test_per_line_limit_applies_before_total() -> None:
     assert out.truncated == [True, True]
 
 
+PREFIX = "- [episodic] "
+
+
+def _split_cut(cut: str) -> tuple[str, str]:
+    """(text before the marker, marker) of a cut line."""
+    for marker in (SUFFIX, "…"):
+        if cut.endswith(marker):
+            return cut[: -len(marker)], marker
+    msg = f"not marked as cut: {cut!r}"
+    raise AssertionError(msg)
+
+
+@pytest.mark.parametrize("fragment", ["&lt;relevant-memories>", "&lt;/system>", "<|im_end|>"])
+def test_cut_never_leaves_a_fragment_of_a_tag(fragment: str) -> None:
+    line = PREFIX + "a" * 30 + " " + fragment + " " + "b" * 150
+    start = line.index(fragment)
+    end = start + len(fragment)
+    for limit in range(1, len(line)):
+        head, _ = _split_cut(truncate_line(line, limit, SUFFIX))
+        assert not start < len(head) < end, (limit, head[-12:])
+        assert len(head) + len(_split_cut(truncate_line(line, limit, SUFFIX))[1]) <= limit
+
+
+@pytest.mark.parametrize("limit", range(len(SUFFIX) + 1, len(SUFFIX) + 40))
+def test_cut_just_above_the_suffix_length_keeps_content(limit: int) -> None:
+    line = PREFIX + "meaningful content of the memory " * 10
+    cut = truncate_line(line, limit, SUFFIX)
+    head, marker = _split_cut(cut)
+    assert len(cut) <= limit
+    assert head.startswith(PREFIX)
+    content = head[len(PREFIX) :]
+    assert content.strip()  # never a prefix and a marker alone
+    if marker == SUFFIX:
+        assert len(content) >= MIN_CUT_CONTENT_CHARS
+    out = apply_budget([line], per_line=limit, total=0, suffix=SUFFIX)
+    assert _split_cut(out.lines[0])[0][len(PREFIX) :].strip()
+
+
+def test_total_budget_never_cuts_through_a_truncation_suffix() -> None:
+    lines = ["a" * 10, PREFIX + "x" * 300]
+    out = apply_budget(lines, per_line=100, total=10 + 1 + 50, suffix=SUFFIX)
+    assert len(out.lines) == 2
+    head, _ = _split_cut(out.lines[1])
+    assert set(head[len(PREFIX) :]) == {"x"}  # no piece of the suffix left inside
+    assert len(out.lines[1]) <= 50
+
+
 def test_bulk_index_build_matches_one_by_one() -> None:
     import random
 
@@ -163,8 +287,10 @@ def test_bulk_index_build_matches_one_by_one() -> None:
     bulk.add_many([0, 0], [tok.document_tokens("cat"), tok.document_tokens("旅行 kyoto")])
     one.add(0, tok.document_tokens("旅行 kyoto"))
     for query in ["coffee trip", "用户喜欢咖啡", "cat", "kyoto tea user", "旅行"]:
-        a = one.search(tok.query(query), min_relevance=0.0, limit=50)
-        b = bulk.search(tok.query(query), min_relevance=0.0, limit=50)
+        a = one.search(tok.query(query), limit=50)
+        b = bulk.search(tok.query(query), limit=50)
         assert a.ids.tolist() == b.ids.tolist()
         assert np.allclose(a.bm25, b.bm25)
-        assert np.allclose(a.relevance, b.relevance)
+        assert np.allclose(a.coverage, b.coverage)
+        assert np.allclose(a.ranked, b.ranked)
+        assert a.scope_coverage == b.scope_coverage

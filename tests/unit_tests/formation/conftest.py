@@ -84,6 +84,8 @@ def contents(memory: TdaiMemory, **scope: Any) -> list[str]:
 
 
 def wait_idle(memory: TdaiMemory, timeout: float = 10.0) -> None:
+    """Wait until captured turns are written (they notify formation) and formation is idle."""
     formation = memory._formation
     assert formation is not None
+    assert memory._writer.flush(timeout), "the L0 writer did not drain"
     assert formation.wait_idle(timeout), "formation did not become idle"

@@ -27,7 +27,7 @@ CONFIG: dict[str, Any] = {
 
 WORKER = textwrap.dedent(
     """
-    import json, sys, time
+    import json, sys, threading, time
     from langchain_tdai_recall import TdaiMemory
     from langchain_tdai_recall.testing import HashEmbeddings, ScriptedFormationModel
 
@@ -52,12 +52,13 @@ WORKER = textwrap.dedent(
 
     class Embeddings(HashEmbeddings):
         def embed_documents(self, texts):
-            stall("embed")
+            if threading.current_thread() is threading.main_thread():  # not the vector upkeep
+                stall("embed")
             return super().embed_documents(texts)
 
     memory = TdaiMemory.open(path, embeddings=Embeddings(), config=config,
                              extraction_model=ScriptedFormationModel(extract=extract))
-    db = memory._store.db
+    db = memory._store._db
     original = db.write_memory_row
     def write(*args, **kwargs):
         row = original(*args, **kwargs)

@@ -11,7 +11,6 @@ import pytest
 
 from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.formation.prompts import parse_section
-from langchain_tdai_recall.store._formation import FormationRecords
 from langchain_tdai_recall.testing import FormationWindow, HashEmbeddings, ScriptedFormationModel
 from tests.unit_tests.formation.conftest import FAST, OpenMemory, contents, merge, say, wait_idle
 
@@ -90,12 +89,13 @@ def test_idle_sessions_are_formed_after_the_timeout(open_memory: OpenMemory) -> 
 def test_G_X3_flush_and_close_form_sub_threshold_turns(tmp_path: Path) -> None:
     cfg = merge(FAST, merge(BACKGROUND, {"pipeline": {"enableWarmup": False}}))
     path = tmp_path / "store"
+    model = ScriptedFormationModel()
     with TdaiMemory.open(
-        path, embeddings=HashEmbeddings(), config=cfg, extraction_model=ScriptedFormationModel()
+        path, embeddings=HashEmbeddings(), config=cfg, extraction_model=model
     ) as memory:
         say(memory, ["I like chess."])
-        report = memory.flush()
-        assert report.windows == 1 and contents(memory) == ["I like chess."]
+        assert memory.flush(timeout=30)
+        assert len(model.calls_of("extract")) == 1 and contents(memory) == ["I like chess."]
         say(memory, ["I live in Lyon."])  # below the threshold, then the store closes
     with TdaiMemory.open(path, embeddings=HashEmbeddings(), config=cfg) as reopened:
         assert contents(reopened) == ["I like chess.", "I live in Lyon."]
@@ -150,6 +150,28 @@ def test_G_X4_turns_arriving_during_a_run_are_not_swallowed(open_memory: OpenMem
     gate.set()
     wait_idle(memory)
     assert contents(memory) == ["t1", "t2", "t3", "t4"]
+
+
+def test_a_turn_stored_while_its_session_is_counted_is_not_lost(
+    open_memory: OpenMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = merge(BACKGROUND, {"pipeline": {"enableWarmup": False, "everyNConversations": 2}})
+    memory = open_memory(ScriptedFormationModel(), cfg)
+    assert memory._formation is not None
+    records = memory._formation.engine.records
+    count = records.backlog
+    pending = ["t2"]
+
+    def backlog(scope_id: int, key: str) -> Any:
+        found = count(scope_id, key)
+        while pending:  # the next turn lands right after the count, before it is stamped
+            say(memory, [pending.pop()])
+        return found
+
+    monkeypatch.setattr(records, "backlog", backlog)
+    say(memory, ["t1"])  # the first notification counts the session from the store
+    wait_idle(memory)
+    assert contents(memory) == ["t1", "t2"]  # two turns reach the threshold of 2
 
 
 def test_a_turn_never_waits_for_a_slow_model(open_memory: OpenMemory) -> None:
@@ -213,9 +235,9 @@ def test_G_X19_evicted_or_restarted_sessions_keep_their_warm_up(tmp_path: Path) 
         for turn in ("t1", "t2", "t3"):  # warm-up runs after 1 and 3: the threshold is now 4
             say(m, [turn])
             wait_idle(m)
-        scope_id = m._store.scope_id(m.scope())
+        scope_id = m._store.formation.scope_id(m.scope())
         assert scope_id is not None
-        assert FormationRecords(m._store.db).session(scope_id, "s1").warmup == 4
+        assert m._store.formation.session(scope_id, "s1").warmup == 4
     model2 = ScriptedFormationModel()
     with TdaiMemory.open(
         path, embeddings=HashEmbeddings(), config=cfg, extraction_model=model2
@@ -233,6 +255,7 @@ def test_background_disabled_forms_only_on_request(open_memory: OpenMemory) -> N
     model = ScriptedFormationModel()
     memory = open_memory(model)  # FAST switches the background off
     say(memory, [f"t{i}" for i in range(8)])
-    time.sleep(0.2)
+    wait_idle(memory)
     assert model.calls_of("extract") == []
-    assert memory.flush().windows == 1
+    assert memory.flush(timeout=30)
+    assert len(model.calls_of("extract")) == 1

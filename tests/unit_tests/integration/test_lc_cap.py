@@ -11,13 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.testing import FakeToolCallingChatModel, HashEmbeddings
-from langchain_tdai_recall.tools import (
-    BUDGET_EXHAUSTED_MESSAGE,
-    ToolBudget,
-    blocked_calls,
-    call_position,
-    turn_usage,
-)
+from langchain_tdai_recall.tools import BUDGET_EXHAUSTED_MESSAGE, ToolBudget, search_budget
 
 from ._helpers import user
 
@@ -66,7 +60,7 @@ async def test_parallel_calls_three_run_two_refused_then_reset(mem: TdaiMemory, 
     )
     config = {"configurable": {"thread_id": f"cap-{mode}"}}
 
-    messages = await _run(agent, user("Which seats do I like?"), config, mode)
+    messages = await _run(agent, user("Which seats do I prefer?"), config, mode)
     results = _tool_results(messages, 0)
     assert len(results) == 5
     ai = next(m for m in messages if isinstance(m, AIMessage) and m.tool_calls)
@@ -128,8 +122,8 @@ def test_cap_from_config() -> None:
         agent = create_agent(model, middleware=[memory.middleware(user_id="alice")])
         messages = agent.invoke(user("seats?"))["messages"]
         statuses = [m.status for m in messages if isinstance(m, ToolMessage)]
-        assert statuses == ["error", "success"]  # the refusal is written first
-        assert messages[2].content == BUDGET_EXHAUSTED_MESSAGE.format(limit=1)
+        assert statuses == ["success", "error"]  # in call order
+        assert messages[3].content == BUDGET_EXHAUSTED_MESSAGE.format(limit=1)
         assert "budget of 1 calls per turn" in memory.tools()[0].description
 
 
@@ -147,7 +141,8 @@ async def test_tools_enforce_the_cap_without_the_middleware(mem: TdaiMemory, mod
 
 
 def _call(name: str, i: int) -> ToolCall:
-    return ToolCall(name=name, args={}, id=f"c{i}", type="tool_call")
+    args = {"name": "travel"} if name == "tdai_read_scene" else {"query": f"q{i}"}
+    return ToolCall(name=name, args=args, id=f"c{i}", type="tool_call")
 
 
 def test_decision_helpers_are_order_based() -> None:
@@ -169,15 +164,28 @@ def test_decision_helpers_are_order_based() -> None:
             tool_calls=[_call("tdai_memory_search", 4), _call("tdai_memory_search", 5)],
         ),
     ]
-    assert call_position(turn, "c0") is None  # earlier turn
-    assert [call_position(turn, f"c{i}") for i in (1, 3, 4, 5)] == [0, 1, 2, 3]
-    assert call_position(turn, "c2") is None  # not a capped tool
-    assert [c["id"] for c in blocked_calls(turn, 3)] == ["c5"]
-    assert turn_usage(turn, 3) == (3, 1)
-    answered = [*turn, ToolMessage("refused elsewhere", tool_call_id="c5")]
-    assert blocked_calls(answered, 3) == []
+    budget = search_budget(3)
+
+    def position(call_id: str, name: str = "tdai_memory_search") -> list[int]:
+        return budget.positions(turn, name=name, call_id=call_id)
+
+    assert position("c0") == []  # earlier turn
+    assert [position("c1"), position("c3", "tdai_conversation_search")] == [[0], [1]]
+    assert [position("c4"), position("c5")] == [[2], [3]]
+    assert position("c2", "tdai_read_scene") == []  # not a capped tool
+    normalised = {"limit": 5, "type": None, "scene": None}
+    verdicts = [
+        budget.grant(
+            turn, name="tdai_memory_search", call_id=f"c{i}", args={"query": f"q{i}", **normalised}
+        )
+        for i in (1, 4, 5)
+    ]
+    assert verdicts == [True, True, False]
+    assert budget.usage(turn) == (3, 1)
     summary = HumanMessage("summary", additional_kwargs={"lc_source": "summarization"})
-    assert call_position([turn[2], summary, *turn[3:]], "c5") == 3
+    assert budget.positions(
+        [turn[2], summary, *turn[3:]], name="tdai_memory_search", call_id="c5"
+    ) == [3]
 
 
 def test_tool_budget() -> None:
@@ -211,3 +219,97 @@ def test_explicit_budget_and_run_budget_outside_a_graph(mem: TdaiMemory) -> None
     results = RunnableLambda(four_calls).invoke(None)
     assert [r == REFUSED for r in results] == [False, False, False, True]
     assert RunnableLambda(four_calls).invoke(None)[0] != REFUSED  # a new run, a new budget
+
+
+# -- defects of issue 8 ----------------------------------------------------------------------------
+
+QUERIES = ("window seats", "peanuts allergy", "Tokyo conference", "bullet points", "aisle seats")
+EXPECTED_HITS = ("window seats", "peanuts", "Tokyo")
+
+
+def _agent_for(memory: TdaiMemory, model: FakeToolCallingChatModel, wiring: str, **kw: Any) -> Any:
+    if wiring == "middleware":
+        return create_agent(model, middleware=[memory.middleware(**kw)])
+    return create_agent(model, tools=memory.tools())
+
+
+def _tool_messages(messages: list[Any]) -> list[ToolMessage]:
+    return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+@pytest.mark.parametrize("call_id", ["dup", "", None])
+@pytest.mark.parametrize("wiring", ["middleware", "tools"])
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+async def test_cap_holds_with_duplicate_empty_or_missing_call_ids(
+    mem: TdaiMemory, call_id: str | None, wiring: str, mode: Mode
+) -> None:
+    """Five search calls sharing one id (or none) in one message: the first three run."""
+    calls = [
+        {"name": "tdai_memory_search", "args": {"query": q}, "id": call_id, "type": "tool_call"}
+        for q in QUERIES
+    ]
+    events: list[Any] = []
+    model = FakeToolCallingChatModel(script=[AIMessage("", tool_calls=calls), "done"])
+    kw = {"on_turn": events.append} if wiring == "middleware" else {}
+    agent = _agent_for(mem, model, wiring, **kw)
+
+    results = _tool_messages(await _run(agent, user("seats?"), {}, mode))
+
+    assert [m.status for m in results] == ["success"] * 3 + ["error"] * 2
+    for message, expected in zip(results[:3], EXPECTED_HITS, strict=True):
+        assert expected in str(message.content)  # each ran its own query, in call order
+    assert [m.content for m in results[3:]] == [REFUSED, REFUSED]
+    if events:
+        assert (events[0]["tool_calls_used"], events[0]["tool_calls_blocked"]) == (3, 2)
+
+
+@pytest.mark.parametrize("wiring", ["middleware", "tools"])
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+async def test_cap_holds_for_identical_calls_with_one_id(
+    mem: TdaiMemory, wiring: str, mode: Mode
+) -> None:
+    """Identical calls (same id, same arguments) cannot be told apart: exactly three run."""
+    call = {
+        "name": "tdai_memory_search",
+        "args": {"query": "seats"},
+        "id": "same",
+        "type": "tool_call",
+    }
+    model = FakeToolCallingChatModel(script=[AIMessage("", tool_calls=[call] * 5), "done"])
+    agent = _agent_for(mem, model, wiring)
+    results = _tool_messages(await _run(agent, user("seats?"), {}, mode))
+    assert sorted(m.status for m in results) == ["error"] * 2 + ["success"] * 3
+    assert sum(m.content == REFUSED for m in results) == 2
+
+
+@pytest.mark.parametrize("wiring", ["middleware", "tools"])
+def test_calls_with_invalid_arguments_do_not_use_the_budget(mem: TdaiMemory, wiring: str) -> None:
+    invalid = [
+        {"name": "tdai_memory_search", "args": {"query": "   "}},
+        {"name": "tdai_memory_search", "args": {"query": "seats", "limit": 99}},
+        {"name": "tdai_conversation_search", "args": {}},
+    ]
+    valid = [SEARCH, CONVO, SEARCH]
+    events: list[Any] = []
+    model = FakeToolCallingChatModel(script=[invalid + valid, "done"])
+    kw = {"user_id": "alice", "on_turn": events.append} if wiring == "middleware" else {}
+    agent = _agent_for(mem, model, wiring, **kw)
+    results = _tool_messages(agent.invoke(user("seats?"), context={"user_id": "alice"})["messages"])
+    assert [m.status for m in results] == ["error"] * 3 + ["success"] * 3
+    assert all(str(m.content).startswith("Invalid arguments") for m in results[:3])
+    if events:
+        assert (events[0]["tool_calls_used"], events[0]["tool_calls_blocked"]) == (3, 0)
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke", "astream"])
+async def test_refused_tool_messages_come_back_in_call_order(mode: Mode) -> None:
+    config = {"tools": {"max_calls_per_turn": 1}}
+    with TdaiMemory.open(None, embeddings=HashEmbeddings(dims=64), config=config) as memory:
+        model = FakeToolCallingChatModel(script=[[SEARCH, SCENE, CONVO, SEARCH], "done"])
+        agent = create_agent(model, middleware=[memory.middleware()], checkpointer=InMemorySaver())
+        messages = await _run(agent, user("seats?"), {"configurable": {"thread_id": mode}}, mode)
+        ai = next(m for m in messages if isinstance(m, AIMessage) and m.tool_calls)
+        results = _tool_messages(messages)
+        assert [m.tool_call_id for m in results] == [c["id"] for c in ai.tool_calls]
+        assert [m.status for m in results] == ["success", "error", "error", "error"]
+        assert [m.content for m in results[2:]] == [REFUSED.replace("3", "1")] * 2

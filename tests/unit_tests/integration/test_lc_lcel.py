@@ -15,7 +15,7 @@ from langchain_tdai_recall.testing import FakeToolCallingChatModel
 
 from ._helpers import last_human, system_of, text_of
 
-QUESTION = "What seats do I prefer on flights?"
+QUESTION = "Which seats do I prefer?"
 ALICE = {"configurable": {"user_id": "alice"}}
 BOB = {"configurable": {"user_id": "bob"}}
 PROMPT = ChatPromptTemplate.from_messages([("system", "Be brief."), ("human", "{q}")])
@@ -141,3 +141,19 @@ async def test_wrap_model_generate_api(mem: TdaiMemory) -> None:
     expected = _expected(mem, "alice")
     for request in inner.requests:
         assert last_human(request).content == expected.prepend_context + "\n\n" + QUESTION
+
+
+def test_lcel_and_legacy_adapters_do_not_load_langchain_agents_or_langgraph() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, langchain_tdai_recall.lcel, langchain_tdai_recall.legacy;"
+        "heavy = sorted({m.split('.')[0] if m.startswith('langgraph') else m for m in sys.modules"
+        " if m.startswith(('langgraph', 'langchain.agents'))});"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == ""

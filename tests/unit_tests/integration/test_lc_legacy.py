@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import sys
+import threading
 from typing import Any
 
 import pytest
@@ -72,6 +75,7 @@ async def test_executor_example(mem: TdaiMemory, use_async: bool) -> None:
     # The next turn resets the budget, and the first turn was captured to L0.
     out = await run("And on short flights?")
     assert [o == refused for _, o in out["intermediate_steps"]] == [False]
+    mem.flush()
     hits = mem.search_conversations("window seats", user_id="alice")
     assert {h.content for h in hits} >= {
         "Which seats do I like on long flights?",
@@ -96,3 +100,53 @@ def test_bad_arguments(mem: TdaiMemory) -> None:
         ExecutorMemory(mem, user_id="alice", session_key="")
     with pytest.raises(ValueError, match="runnable"):
         ExecutorMemory(mem, user_id="alice").wrap_executor(object())  # type: ignore[arg-type]
+
+
+def test_tools_outside_a_turn_warn_once(
+    mem: TdaiMemory, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the turn wrapper the budget never resets and nothing is recorded: say so, once."""
+    turn_module = sys.modules.get("langchain_tdai_recall._turn")  # loaded by the legacy module
+    if turn_module is not None:  # forget a warning an earlier test may have triggered
+        monkeypatch.setattr(turn_module, "_OUTSIDE_TURN_WARNED", threading.Event())
+    model = FakeToolCallingChatModel(script=[[SEARCH, SEARCH], "one", [SEARCH, SEARCH], "two"])
+    session = ExecutorMemory(mem, user_id="alice", session_key="chat-1")
+    agent = create_tool_calling_agent(session.wrap_model(model), session.tools, PROMPT)
+    executor = AgentExecutor(agent=agent, tools=session.tools, return_intermediate_steps=True)
+    with caplog.at_level(logging.WARNING, logger="langchain_tdai_recall"):
+        executor.invoke({"input": "Which seats?"})
+        second = executor.invoke({"input": "Which seats again?"})
+    warnings = [r.getMessage() for r in caplog.records if "outside a turn" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "wrap_executor" in warnings[0]
+    refused = BUDGET_EXHAUSTED_MESSAGE.format(limit=3)
+    assert [o == refused for _, o in second["intermediate_steps"]] == [False, True]
+    with caplog.at_level(logging.WARNING, logger="langchain_tdai_recall"), session.turn():
+        session.tools[0].invoke({"query": "seats"})
+    assert len([r for r in caplog.records if "outside a turn" in r.getMessage()]) == 1
+
+
+def test_executor_turn_is_captured_through_the_one_path(
+    mem: TdaiMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langchain_tdai_recall.types import Scope
+
+    handed: list[tuple[Any, Scope, str]] = []
+    monkeypatch.setattr(
+        mem,
+        "_capture_turn",
+        lambda messages, *, scope, session_key: handed.append((messages, scope, session_key)),
+    )
+    model = FakeToolCallingChatModel(script=["A window seat."])
+    _session, turn = _executor(mem, model)
+    turn.invoke({"input": "Which seat?"})
+    assert handed == [
+        (
+            [
+                {"role": "user", "content": "Which seat?"},
+                {"role": "assistant", "content": "A window seat."},
+            ],
+            Scope(user_id="alice"),
+            "chat-1",
+        )
+    ]

@@ -23,7 +23,7 @@ from langchain_tdai_recall.middleware import (
 from langchain_tdai_recall.testing import FakeToolCallingChatModel, HashEmbeddings
 
 from ._helpers import last_human, system_of, text_of, user
-from .conftest import ALICE_FACTS, BOB_FACTS, EventCollector, seed
+from .conftest import ALICE_FACTS, ALICE_PERSONA, BOB_FACTS, EventCollector, seed
 
 QUESTION = "Which seats do I like on long flights?"
 THREAD = {"configurable": {"thread_id": "t1"}}
@@ -238,7 +238,7 @@ def test_identity_resolution_order(mem: TdaiMemory) -> None:
         ("ctx", "ctx-agent", "ctx-s"),
         ("conf", "conf-agent", "th"),
         ("ctor", "ctor-agent", "ctor-s"),
-        (None, None, "default"),
+        (mem.config.store.default_user_id, None, "default"),  # the default user, resolved
     ]
 
 
@@ -290,7 +290,7 @@ def test_two_users_never_see_each_other(mem: TdaiMemory) -> None:
     agent = _agent(mem, model)
     questions = {
         "alice": "Which seats do I prefer on long flights?",
-        "bob": "Which seats do I prefer, and which milk?",
+        "bob": "Which aisle seats do I prefer?",
     }
 
     def run(who: str) -> None:
@@ -304,7 +304,7 @@ def test_two_users_never_see_each_other(mem: TdaiMemory) -> None:
     seen = {"alice": 0, "bob": 0}
     for request in model.requests:
         prompt = json.dumps([m.content for m in request], ensure_ascii=False)
-        who = "bob" if "milk" in text_of(request[-1]).split("\n\n")[-1] else "alice"
+        who = "bob" if "aisle" in text_of(request[-1]).split("\n\n")[-1] else "alice"
         seen[who] += 1
         mine, theirs = (alice_texts, bob_texts) if who == "alice" else (bob_texts, alice_texts)
         assert any(m in prompt for m in mine)
@@ -374,6 +374,7 @@ def test_recall_disabled_injects_nothing_but_still_captures() -> None:
         model = FakeToolCallingChatModel(script=["fine"])
         _agent(memory, model, user_id="alice").invoke(user(QUESTION))
         assert last_human(model.requests[0]).content == QUESTION
+        memory.flush()  # L0 capture runs on the store's background writer
         hits = memory.search_conversations("seat flights", user_id="alice")
         assert [h.content for h in hits if h.role == "user"] == [QUESTION]
 
@@ -393,6 +394,7 @@ def test_l0_capture_records_typed_text_and_answer(mem: TdaiMemory) -> None:
     agent = _agent(mem, model, checkpointer=saver)
     ctx = {"user_id": "alice"}
     agent.invoke(user("Remember that I like window seats"), THREAD, context=ctx)
+    mem.flush()  # L0 capture runs on the store's background writer
 
     hits = mem.search_conversations("window seats", user_id="alice")
     contents = {h.role: h.content for h in hits}
@@ -409,24 +411,27 @@ def test_l0_capture_records_typed_text_and_answer(mem: TdaiMemory) -> None:
     assert "Remember that I like window seats" in str(tool_messages[-1].content)
 
     # A run without a new human message does not record the turn again.
+    mem.flush()
     before = mem.stats(user_id="alice").messages
     agent.invoke({"messages": []}, THREAD, context=ctx)
+    mem.flush()
     assert mem.stats(user_id="alice").messages == before
 
 
 def test_capture_disabled(mem: TdaiMemory) -> None:
     _agent(mem, FakeToolCallingChatModel(), user_id="alice", capture=False).invoke(user(QUESTION))
+    mem.flush()
     assert mem.search_conversations("seat flights", user_id="alice") == []
 
 
 def test_capture_failure_is_logged_not_raised(
     mem: TdaiMemory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(*args: Any, **kwargs: Any) -> int:
+    def broken(*args: Any, **kwargs: Any) -> None:
         msg = "read-only"
         raise OSError(msg)
 
-    mem.record_messages = broken  # type: ignore[method-assign]
+    mem._capture_turn = broken  # type: ignore[method-assign]
     with caplog.at_level(logging.WARNING):
         out = _agent(mem, FakeToolCallingChatModel(script=["ok"]), user_id="alice").invoke(
             user(QUESTION)
@@ -545,6 +550,92 @@ def test_concurrent_threads_with_checkpointer(mem: TdaiMemory) -> None:
 def test_final_answer_is_last_ai_message(mem: TdaiMemory) -> None:
     model = FakeToolCallingChatModel(script=[AIMessage(content=[{"type": "text", "text": "A"}])])
     _agent(mem, model, user_id="alice").invoke(user("unique question zeta"))
+    mem.flush()
     hits = mem.search_conversations("zeta", user_id="alice")
-    assert [h.role for h in hits] == ["user"]
+    assert [h.role for h in hits][:1] == ["user"]  # the answer follows as its neighbour
     assert mem.stats(user_id="alice").messages == 2
+
+
+# -- defects of issue 8 ----------------------------------------------------------------------------
+
+_PRIVATE = (ALICE_PERSONA, "relevant-memories", "user-persona")
+
+
+def _leaks(value: Any) -> list[str]:
+    text = repr(value)
+    return [marker for marker in _PRIVATE if marker in text]
+
+
+@pytest.mark.parametrize("stream_mode", ["updates", "values"])
+def test_recall_stays_out_of_streamed_chunks(mem: TdaiMemory, stream_mode: str) -> None:
+    model = FakeToolCallingChatModel(
+        script=[[{"name": "tdai_memory_search", "args": {"query": "seat"}}], "Window."]
+    )
+    agent = _agent(mem, model, user_id="alice", checkpointer=InMemorySaver())
+    chunks = list(agent.stream(user(QUESTION), THREAD, stream_mode=stream_mode))
+    assert chunks
+    assert ALICE_PERSONA in text_of(system_of(model.requests[0]))  # the model saw it
+    for chunk in chunks:
+        assert _leaks(chunk) == [], chunk
+        if stream_mode == "values":
+            assert "tdai_turn" not in chunk
+
+
+async def test_recall_stays_out_of_chain_events(mem: TdaiMemory) -> None:
+    model = FakeToolCallingChatModel(
+        script=[[{"name": "tdai_memory_search", "args": {"query": "seat"}}], "Window."]
+    )
+    agent = _agent(mem, model, user_id="alice", checkpointer=InMemorySaver())
+    seen = 0
+    async for event in agent.astream_events(user(QUESTION), THREAD, version="v2"):
+        if event["event"].startswith("on_chain"):
+            seen += 1
+            assert _leaks(event.get("data")) == [], (event["event"], event["name"])
+    assert seen > 0
+    assert ALICE_PERSONA in text_of(system_of(model.requests[0]))
+
+
+def test_recall_cache_is_emptied_when_the_turn_ends(mem: TdaiMemory) -> None:
+    middleware = mem.middleware(user_id="alice")
+    agent = create_agent(FakeToolCallingChatModel(default_reply="ok"), middleware=[middleware])
+    for i in range(3):
+        agent.invoke(user(f"question {i}"))
+    assert len(middleware._recalls) == 0
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_every_turn_is_captured_through_one_path(
+    mem: TdaiMemory, use_async: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langchain_tdai_recall.types import Scope
+
+    handed: list[tuple[list[dict[str, str]], Scope, str]] = []
+
+    def capture(messages: Any, *, scope: Scope, session_key: str) -> None:
+        handed.append((list(messages), scope, session_key))
+
+    monkeypatch.setattr(mem, "_capture_turn", capture)
+    received: list[Any] = []
+    agent = _agent(mem, FakeToolCallingChatModel(script=["Window."]), on_turn=received.append)
+    args = (user(QUESTION), {"configurable": {"thread_id": "t-7"}})
+    kwargs = {"context": {"user_id": "alice", "agent_id": "trip-bot"}}
+    await agent.ainvoke(*args, **kwargs) if use_async else agent.invoke(*args, **kwargs)
+    assert handed == [
+        (
+            [{"role": "user", "content": QUESTION}, {"role": "assistant", "content": "Window."}],
+            Scope(user_id="alice", agent_id="trip-bot"),
+            "t-7",
+        )
+    ]
+    assert received[0]["l0_recorded"] == 2  # messages handed to capture
+
+
+def test_integration_entry_points_take_typed_keywords(mem: TdaiMemory) -> None:
+    import inspect
+
+    for name in ("middleware", "tools", "as_runnable", "wrap_model"):
+        parameters = inspect.signature(getattr(TdaiMemory, name)).parameters.values()
+        assert all(p.kind is not p.VAR_KEYWORD for p in parameters), name
+        assert {p.name for p in parameters} >= {"user_id", "agent_id", "require_user_id"}, name
+    with pytest.raises(TypeError, match="capture"):
+        mem.tools(capture=True)  # type: ignore[call-arg]

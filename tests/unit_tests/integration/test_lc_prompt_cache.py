@@ -173,7 +173,7 @@ def test_anthropic_payload_keeps_cache_control(
         checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "claude"}}
-    agent.invoke(user("Which seats do I like?"), config, context={"user_id": "alice"})
+    agent.invoke(user("Which seats do I prefer?"), config, context={"user_id": "alice"})
     agent.invoke(user("Am I allergic to peanuts?"), config, context={"user_id": "alice"})
 
     assert len(anthropic_payloads) == 2
@@ -206,7 +206,7 @@ def test_with_summarization_middleware(mem: TdaiMemory) -> None:
         checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "sum"}}
-    questions = ["Which seats do I like?", "Any peanuts?", "Tokyo?", "Long flights?", "Seats?"]
+    questions = ["Which seats do I prefer?", "Any peanuts?", "Tokyo?", "Long flights?", "Seats?"]
     for text in questions:
         agent.invoke(user(text), config)
     assert summarizer.requests, "summarization never ran"
