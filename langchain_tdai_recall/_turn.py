@@ -52,6 +52,7 @@ from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_eve
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall
 from typing_extensions import override
 
+from langchain_tdai_recall._records import check_id
 from langchain_tdai_recall.errors import ConfigError, ScopeError
 from langchain_tdai_recall.types import OnError, RecallResult, Scope
 
@@ -66,6 +67,7 @@ __all__ = [
     "MANAGE_BUDGET_EXHAUSTED_MESSAGE",
     "MANAGE_MEMORY_TOOL",
     "MEMORY_SEARCH_TOOL",
+    "MEMORY_TOOL_NAMES",
     "READ_SCENE_TOOL",
     "TOOL_FAILED_MESSAGE",
     "TURN_EVENT",
@@ -116,6 +118,8 @@ READ_SCENE_TOOL: Final = "tdai_read_scene"
 MANAGE_MEMORY_TOOL: Final = "tdai_manage_memory"
 """The optional agent-writable memory tool (`formation.tool`); capped on its own."""
 CAPPED_TOOL_NAMES: Final = frozenset({MEMORY_SEARCH_TOOL, CONVERSATION_SEARCH_TOOL})
+MEMORY_TOOL_NAMES: Final = frozenset({*CAPPED_TOOL_NAMES, READ_SCENE_TOOL})
+"""The tools the memory-tools guide describes."""
 """The tools that share the per-turn budget."""
 
 BUDGET_EXHAUSTED_MESSAGE: Final = (
@@ -196,13 +200,15 @@ def _lookup(container: object, key: str) -> object:
 
 
 def _check_id(value: object, *, field: str, source: str) -> str:
-    if not isinstance(value, str) or not value.strip():
+    """`check_id` (the one id rule of the package), naming where a bad id came from."""
+    try:
+        return check_id(field, value)
+    except ScopeError as exc:
         msg = (
-            f"{field} from {source} must be a non-empty string, got {value!r}; pass the id of "
-            "the end user (or leave it out to use the store's default user)"
+            f"{exc} (from {source}); pass the id of the end user, or leave it out to use the "
+            "store's default user"
         )
-        raise ScopeError(msg)
-    return value
+        raise ScopeError(msg) from exc
 
 
 class ScopeResolver:
@@ -491,8 +497,19 @@ def _recall_done(result: RecallResult | None, started: float) -> RecallOutcome:
     return RecallOutcome(result, elapsed, result.error if result is not None else None)
 
 
-def run_recall(memory: TdaiMemory, text: str, identity: TurnIdentity) -> RecallOutcome:
-    """Recall for one turn under the failure policy (a failure injects nothing)."""
+def run_recall(
+    memory: TdaiMemory,
+    text: str,
+    identity: TurnIdentity,
+    *,
+    system_prompt: str | None = None,
+    tools_guide: bool = True,
+) -> RecallOutcome:
+    """Recall for one turn under the failure policy (a failure injects nothing).
+
+    `system_prompt` is the app's own system prompt (the language signal of the system context);
+    `tools_guide` says whether the model has the memory tools.
+    """
     started = time.perf_counter()
     try:
         result = memory.recall(
@@ -500,13 +517,22 @@ def run_recall(memory: TdaiMemory, text: str, identity: TurnIdentity) -> RecallO
             user_id=identity.scope.user_id,
             agent_id=identity.scope.agent_id,
             session_key=identity.session_key,
+            system_prompt=system_prompt,
+            tools_guide=tools_guide,
         )
     except Exception as exc:  # recall must never break the agent (unless told to)
         return _recall_failed(memory, exc, started)
     return _recall_done(result, started)
 
 
-async def arun_recall(memory: TdaiMemory, text: str, identity: TurnIdentity) -> RecallOutcome:
+async def arun_recall(
+    memory: TdaiMemory,
+    text: str,
+    identity: TurnIdentity,
+    *,
+    system_prompt: str | None = None,
+    tools_guide: bool = True,
+) -> RecallOutcome:
     """Async version of `run_recall`."""
     started = time.perf_counter()
     try:
@@ -515,6 +541,8 @@ async def arun_recall(memory: TdaiMemory, text: str, identity: TurnIdentity) -> 
             user_id=identity.scope.user_id,
             agent_id=identity.scope.agent_id,
             session_key=identity.session_key,
+            system_prompt=system_prompt,
+            tools_guide=tools_guide,
         )
     except Exception as exc:
         return _recall_failed(memory, exc, started)
@@ -841,8 +869,11 @@ class TurnMemory(TypedDict):
     """One recalled memory in a `TurnEvent`."""
 
     content: str
+    """The memory text."""
     score: float
+    """Relevance in [0, 1] (`RecalledMemory.score`): what the injection threshold compared."""
     type: str
+    """Memory type."""
 
 
 class TurnEvent(TypedDict):
@@ -855,7 +886,8 @@ class TurnEvent(TypedDict):
     session_key: str
     """Session the turn belongs to."""
     memories: list[TurnMemory]
-    """Injected L1 memories with their real fused scores, in order."""
+    """Memories injected in the memory block, best ranked first, with their relevance (memories
+    pinned into the system context are not repeated here)."""
     persona_injected: bool
     """Whether a persona was part of the injected system context."""
     strategy: str

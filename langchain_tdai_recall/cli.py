@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         MemoryRecord,
         MessageHit,
         RecallResult,
+        Scope,
     )
 
 __all__ = ["DEFAULT_STORE", "STORE_ENV", "build_parser", "main"]
@@ -80,12 +81,6 @@ EXPORT_PAGE: Final = 1000
 _LOGGER_NAME: Final = "langchain_tdai_recall"
 
 logger = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Scope:
-    user_id: str | None
-    agent_id: str | None
 
 
 class _UsageError(Exception):
@@ -1174,7 +1169,7 @@ _DEMO_ANSWER: Final = (
 )
 
 
-def _demo_fill(memory: TdaiMemory, scope: _Scope) -> None:
+def _demo_fill(memory: TdaiMemory, scope: Scope) -> None:
     memory.add_memories(
         list(_DEMO_MEMORIES), show_progress=False, user_id=scope.user_id, agent_id=scope.agent_id
     )
@@ -1185,7 +1180,7 @@ def _demo_fill(memory: TdaiMemory, scope: _Scope) -> None:
         )
 
 
-def _demo_agent_turn(memory: TdaiMemory, scope: _Scope) -> dict[str, Any]:
+def _demo_agent_turn(memory: TdaiMemory, scope: Scope) -> dict[str, Any]:
     """One scripted `create_agent` turn; returns what the model saw on each call."""
     from langchain.agents import create_agent  # noqa: PLC0415
     from langchain_core.messages import HumanMessage  # noqa: PLC0415
@@ -1249,9 +1244,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     """Offline tour. Uses an in-memory store unless `--store` is given explicitly."""
     started = time.perf_counter()
     path = None if args.store is None else _store_path(args)
-    scope = _Scope(user_id=args.user, agent_id=args.agent)
     out: dict[str, Any] = {"turns": [], "agent": None}
     with _open(args, path) as memory:
+        scope = memory.scope(args.user, args.agent)  # validated; the default user when omitted
         _demo_fill(memory, scope)  # embeds the sample, so the embedder is loaded
         stats = memory.stats(user_id=scope.user_id, agent_id=scope.agent_id)
         text: list[str] = [

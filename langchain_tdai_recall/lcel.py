@@ -33,6 +33,7 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
+    SystemMessage,
     convert_to_messages,
 )
 from langchain_core.outputs import ChatResult
@@ -43,6 +44,7 @@ from pydantic import ConfigDict, Field
 from typing_extensions import override
 
 from langchain_tdai_recall._turn import (
+    MEMORY_TOOL_NAMES,
     ScopeResolver,
     TurnIdentity,
     arun_recall,
@@ -81,9 +83,16 @@ def _to_messages(value: Any) -> list[BaseMessage]:
 class RecallRunnable(Runnable[RecallInput, list[BaseMessage]]):
     """The recall step of an LCEL chain; see `create_recall_runnable`."""
 
-    def __init__(self, memory: TdaiMemory, resolver: ScopeResolver) -> None:
+    def __init__(
+        self, memory: TdaiMemory, resolver: ScopeResolver, *, tools_guide: bool = False
+    ) -> None:
         self.memory = memory
         self.resolver = resolver
+        self.tools_guide = tools_guide
+
+    def with_tools_guide(self, tools_guide: bool = True) -> RecallRunnable:
+        """The same step, writing the memory-tools guide into the system context or not."""
+        return RecallRunnable(self.memory, self.resolver, tools_guide=tools_guide)
 
     @property
     @override
@@ -97,17 +106,23 @@ class RecallRunnable(Runnable[RecallInput, list[BaseMessage]]):
 
     def _plan(
         self, value: object, config: RunnableConfig
-    ) -> tuple[list[BaseMessage], TurnIdentity, str]:
+    ) -> tuple[list[BaseMessage], TurnIdentity, str, str | None]:
+        """(messages, identity, the turn's human text, the app's system prompt text)."""
         messages = _to_messages(value)
         identity = self.resolver.resolve(None, config.get("configurable"))
         index = latest_human_index(messages)
-        return messages, identity, message_text(messages[index] if index is not None else None)
+        system = next((m for m in messages if isinstance(m, SystemMessage)), None)
+        human = message_text(messages[index] if index is not None else None)
+        return messages, identity, human, message_text(system) if system else None
 
     def _transform(
         self, value: RecallInput, run_manager: CallbackManagerForChainRun, config: RunnableConfig
     ) -> list[BaseMessage]:
-        messages, identity, text = self._plan(value, config)
-        return inject_messages(messages, run_recall(self.memory, text, identity).result)
+        messages, identity, text, system = self._plan(value, config)
+        outcome = run_recall(
+            self.memory, text, identity, system_prompt=system, tools_guide=self.tools_guide
+        )
+        return inject_messages(messages, outcome.result)
 
     async def _atransform(
         self,
@@ -115,8 +130,11 @@ class RecallRunnable(Runnable[RecallInput, list[BaseMessage]]):
         run_manager: AsyncCallbackManagerForChainRun,
         config: RunnableConfig,
     ) -> list[BaseMessage]:
-        messages, identity, text = self._plan(value, config)
-        return inject_messages(messages, (await arun_recall(self.memory, text, identity)).result)
+        messages, identity, text, system = self._plan(value, config)
+        outcome = await arun_recall(
+            self.memory, text, identity, system_prompt=system, tools_guide=self.tools_guide
+        )
+        return inject_messages(messages, outcome.result)
 
     @override
     def invoke(
@@ -140,6 +158,7 @@ def create_recall_runnable(
     agent_id: str | None = None,
     session_key: str | None = None,
     require_user_id: bool = False,
+    tools_guide: bool = False,
 ) -> RecallRunnable:
     """Build the recall step behind `TdaiMemory.as_runnable()`.
 
@@ -149,6 +168,9 @@ def create_recall_runnable(
         agent_id: Agent when `configurable` names none.
         session_key: Session when `configurable` names none.
         require_user_id: Raise `ScopeError` instead of using the default user.
+        tools_guide: Write the memory-tools guide into the system context. Off by default: a
+            plain chain's model does not have the memory tools (`wrap_model` turns it on when
+            they are bound).
 
     Returns:
         A runnable from a `PromptValue`, messages or a string to the injected messages.
@@ -172,7 +194,7 @@ def create_recall_runnable(
         session_key=session_key,
         require_user_id=require_user_id,
     )
-    return RecallRunnable(memory, resolver)
+    return RecallRunnable(memory, resolver, tools_guide=tools_guide)
 
 
 class RecallChatModel(BaseChatModel):
@@ -211,11 +233,18 @@ class RecallChatModel(BaseChatModel):
         tool_choice: str | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
-        """Bind tools to the wrapped model; the result injects recall before every call."""
+        """Bind tools to the wrapped model; the result injects recall before every call.
+
+        The memory-tools guide goes into the system context when the memory tools are among
+        `tools`.
+        """
         if tool_choice is not None:
             kwargs["tool_choice"] = tool_choice
         bound = self.model.bind_tools(tools, **kwargs)
-        return cast("Runnable[LanguageModelInput, AIMessage]", self.recall | bound)
+        names = {getattr(t, "name", None) for t in tools}
+        names |= {t.get("name") for t in tools if isinstance(t, dict)}
+        recall = self.recall.with_tools_guide(bool(names & MEMORY_TOOL_NAMES))
+        return cast("Runnable[LanguageModelInput, AIMessage]", recall | bound)
 
     @override
     def with_structured_output(self, schema: Any, **kwargs: Any) -> Runnable[Any, Any]:

@@ -71,6 +71,7 @@ from langchain_tdai_recall.types import (
 
 if TYPE_CHECKING:
     from langchain_core.callbacks import Callbacks
+    from langchain_core.documents import BaseDocumentCompressor
     from langchain_core.language_models import BaseChatModel
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool
@@ -211,6 +212,7 @@ class TdaiMemory:
         config: TdaiConfig,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT_S,
         show_progress: bool | None = None,
+        reranker: BaseDocumentCompressor | None = None,
     ) -> None:
         """Use `TdaiMemory.open(...)`; this constructor wires already-built parts."""
         self.config = config
@@ -229,7 +231,15 @@ class TdaiMemory:
             query_timeout_ms=config.embedding.query_timeout_ms,
             max_input_chars=config.embedding.max_input_chars,
         )
-        self._engine = RecallEngine(store, self._searcher, config, executor=self._recall_pool)
+        self._rerank_pool = DaemonExecutor(2, name="tdai-rerank")
+        self._engine = RecallEngine(
+            store,
+            self._searcher,
+            config,
+            executor=self._recall_pool,
+            reranker=reranker,
+            rerank_executor=self._rerank_pool,
+        )
         self._upkeep: VectorUpkeep | None = None
         if embeddings is not None and store.embedder_id is not None and not store.read_only:
             from langchain_tdai_recall._embedder import VectorUpkeep  # noqa: PLC0415
@@ -254,7 +264,7 @@ class TdaiMemory:
             self._formation_slot,
             self._upkeep,
             store,
-            (self._recall_pool, self._embed_pool),
+            (self._recall_pool, self._embed_pool, self._rerank_pool),
             timeout=self._close_timeout,
             formation_timeout=config.pipeline.close_timeout_seconds,
         )
@@ -276,6 +286,7 @@ class TdaiMemory:
         show_progress: bool | None = None,
         read_only: bool = False,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT_S,
+        reranker: BaseDocumentCompressor | None = None,
         extraction_model: BaseChatModel | str | None = None,
         extraction_callbacks: Callbacks = None,
     ) -> Self:
@@ -300,6 +311,11 @@ class TdaiMemory:
             close_timeout: Longest time in seconds `close()` waits for captured turns and
                 pending vectors (0..3600, default 5); formation has its own bound
                 (`pipeline.close_timeout_seconds`).
+            reranker: Any LangChain `BaseDocumentCompressor` (a cross-encoder, a hosted
+                reranker, an LLM) that reorders and selects recall's candidates within the
+                recall time budget; its selection replaces the relevance threshold, and when it
+                fails or times out recall falls back to the fused order with a warning. Recall
+                only: searches and tools are not reranked.
             extraction_model: A LangChain chat model (or a `provider:model` string for
                 `init_chat_model`) that forms memories from the recorded conversations in the
                 background (see "Memory formation" in the README). Default: the
@@ -335,6 +351,12 @@ class TdaiMemory:
             synchronous=cfg.store.synchronous,
             read_only=read_only,
         )
+        if reranker is not None and not callable(getattr(reranker, "compress_documents", None)):
+            msg = (
+                "reranker must be a LangChain BaseDocumentCompressor (with compress_documents), "
+                f"got {type(reranker).__name__}"
+            )
+            raise ConfigError(msg)
         try:
             memory = cls(
                 store=store,
@@ -342,6 +364,7 @@ class TdaiMemory:
                 config=cfg,
                 close_timeout=timeout,
                 show_progress=show_progress,
+                reranker=reranker,
             )
         except BaseException:
             store.close()
@@ -400,7 +423,7 @@ class TdaiMemory:
                 return
             self._closed = True
         if self._finalizer.detach() is not None:  # not already run by garbage collection
-            pools = (self._recall_pool, self._embed_pool)
+            pools = (self._recall_pool, self._embed_pool, self._rerank_pool)
             forming = self.config.pipeline.close_timeout_seconds
             if timeout is not None:
                 forming = min(forming, budget)
@@ -1543,6 +1566,7 @@ class TdaiMemory:
         agent_id: str | None = None,
         session_key: str | None = None,
         require_user_id: bool = False,
+        tools_guide: bool = False,
     ) -> RecallRunnable:
         """A `Runnable` that injects recall into a prompt's messages (SPEC §5).
 
@@ -1552,6 +1576,8 @@ class TdaiMemory:
             agent_id: Agent when `configurable` names none.
             session_key: Session when `configurable` names none (else its `thread_id`).
             require_user_id: Raise `ScopeError` instead of falling back to the default user.
+            tools_guide: Write the memory-tools guide into the system context; only for a model
+                that has the memory tools (`wrap_model` decides this from `bind_tools`).
 
         Returns:
             A runnable from a `PromptValue`, a message list or a string to the injected messages.
@@ -1568,6 +1594,7 @@ class TdaiMemory:
             agent_id=agent_id,
             session_key=session_key,
             require_user_id=require_user_id,
+            tools_guide=tools_guide,
         )
 
     def wrap_model(

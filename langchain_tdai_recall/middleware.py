@@ -224,35 +224,44 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
             cache_key=(repr(configurable.get("thread_id")), identity, key),
         )
 
-    # -- before_model: recall once per turn ---------------------------------------------------
+    # -- wrap_model_call: recall once per turn, inject the same bytes into every model call -----
 
-    @override
-    def before_model(
-        self, state: TdaiRecallState[ResponseT], runtime: Runtime[ContextT]
-    ) -> dict[str, Any] | None:
-        """Recall for the turn's human message, once per turn."""
-        turn = self._locate(state, runtime)
-        if self._recalls.get(turn.cache_key) is None:
-            outcome = run_recall(self.memory, message_text(turn.human), turn.identity)
-            self._recalls.put(turn.cache_key, TurnRecall(turn.identity, outcome))
-        return None
+    def _cached(self, request: ModelRequest[ContextT]) -> tuple[_Turn, TurnRecall | None]:
+        turn = self._locate(request.state, request.runtime)
+        return turn, self._recalls.get(turn.cache_key)
 
-    @override
-    async def abefore_model(
-        self, state: TdaiRecallState[ResponseT], runtime: Runtime[ContextT]
-    ) -> dict[str, Any] | None:
-        """Async version of `before_model`."""
-        turn = self._locate(state, runtime)
-        if self._recalls.get(turn.cache_key) is None:
-            outcome = await arun_recall(self.memory, message_text(turn.human), turn.identity)
-            self._recalls.put(turn.cache_key, TurnRecall(turn.identity, outcome))
-        return None
+    def _recall(self, request: ModelRequest[ContextT]) -> TurnRecall:
+        """This turn's recall: made on the turn's first model call, reused by the others."""
+        turn, recall = self._cached(request)
+        if recall is None:
+            outcome = run_recall(
+                self.memory,
+                message_text(turn.human),
+                turn.identity,
+                system_prompt=message_text(request.system_message),
+                tools_guide=bool(self.tools),
+            )
+            recall = TurnRecall(turn.identity, outcome)
+            self._recalls.put(turn.cache_key, recall)
+        return recall
 
-    # -- wrap_model_call: inject the same bytes into every model call ----------------------------
+    async def _arecall(self, request: ModelRequest[ContextT]) -> TurnRecall:
+        turn, recall = self._cached(request)
+        if recall is None:
+            outcome = await arun_recall(
+                self.memory,
+                message_text(turn.human),
+                turn.identity,
+                system_prompt=message_text(request.system_message),
+                tools_guide=bool(self.tools),
+            )
+            recall = TurnRecall(turn.identity, outcome)
+            self._recalls.put(turn.cache_key, recall)
+        return recall
 
-    def _inject(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
-        recall = self._recalls.get(self._locate(request.state, request.runtime).cache_key)
-        if recall is None or recall.outcome.result is None:
+    @staticmethod
+    def _inject(request: ModelRequest[ContextT], recall: TurnRecall) -> ModelRequest[ContextT]:
+        if recall.outcome.result is None:
             return request
         system, messages = inject_recall(
             request.system_message, request.messages, recall.outcome.result
@@ -270,8 +279,8 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
         request: ModelRequest[ContextT],
         handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]],
     ) -> ModelCallResult[ResponseT]:
-        """Call the model with this turn's recall injected."""
-        return handler(self._inject(request))
+        """Call the model with this turn's recall injected (recalling on the turn's first call)."""
+        return handler(self._inject(request, self._recall(request)))
 
     @override
     async def awrap_model_call(
@@ -280,7 +289,7 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
         handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
     ) -> ModelCallResult[ResponseT]:
         """Async version of `wrap_model_call`."""
-        return await handler(self._inject(request))
+        return await handler(self._inject(request, await self._arecall(request)))
 
     # -- after_agent: capture and report ---------------------------------------------------------
 

@@ -49,7 +49,7 @@ from langchain_tdai_recall._turn import (
     report_failure,
 )
 from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.recall.prompt import escape_block_text, escape_inline
+from langchain_tdai_recall.recall.prompt import escape_block_text, escape_inline, format_time
 from langchain_tdai_recall.types import MemoryHit, MessageHit, SceneBlock, SceneInfo
 
 if TYPE_CHECKING:
@@ -89,8 +89,9 @@ _MEMORY_SEARCH_DESCRIPTION: Final = (
     "that happened (episodic) and standing rules they gave you (instruction). Use it when the "
     "answer depends on something the user told you in an earlier conversation and the memories "
     "already in the prompt do not cover it. Results are ranked by relevance; each shows its "
-    "type, scene, priority and score. tdai_memory_search and tdai_conversation_search share a "
-    "budget of {limit} calls per turn; calls beyond it are refused."
+    "type, scene, priority and relevance (0-1). tdai_memory_search and "
+    "tdai_conversation_search share a budget of {limit} calls per turn; calls beyond it are "
+    "refused."
 )
 _CONVERSATION_SEARCH_DESCRIPTION: Final = (
     "Search the raw messages of this user's past conversations, for exact wording, details that "
@@ -248,15 +249,10 @@ def _indent(text: str) -> str:
 
 
 def _format_time(value: str, tz: dt.tzinfo) -> str:
+    """A message time as the prompt shows times (`recall.prompt.format_time`), or a fallback."""
     if not value:
         return "unknown time"
-    try:
-        when = dt.datetime.fromisoformat(value)
-    except ValueError:
-        return escape_inline(value)
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return when.astimezone(tz).isoformat(timespec="seconds")
+    return format_time(value, tz) or escape_inline(value)
 
 
 def render_memory_hits(hits: Sequence[MemoryHit]) -> str:
@@ -264,13 +260,13 @@ def render_memory_hits(hits: Sequence[MemoryHit]) -> str:
     if not hits:
         return "No matching memories found."
     noun = "memory" if len(hits) == 1 else "memories"
-    lines = [f"Found {len(hits)} matching {noun}:"]
+    lines = [f"Found {len(hits)} {noun}, best first (relevance 0-1: how well each matches):"]
     for i, hit in enumerate(hits, 1):
         meta: list[str] = [hit.type]
         if hit.scene_name:
             meta.append(f"scene: {escape_inline(hit.scene_name)}")
         meta.append("global instruction" if hit.priority < 0 else f"priority {hit.priority}")
-        meta.append(f"score {hit.score:.3f}")
+        meta.append(f"relevance {hit.score:.2f}")
         lines.append(f"{i}. [{' | '.join(meta)}]")
         lines.append(_indent(escape_block_text(hit.content)))
     return "\n".join(lines)
@@ -281,11 +277,11 @@ def render_message_hits(hits: Sequence[MessageHit], tz: dt.tzinfo) -> str:
     if not hits:
         return "No matching conversation messages found."
     noun = "message" if len(hits) == 1 else "messages"
-    lines = [f"Found {len(hits)} matching {noun}:"]
+    lines = [f"Found {len(hits)} {noun}, best first (relevance 0-1: how well each matches):"]
     for i, hit in enumerate(hits, 1):
         when = _format_time(hit.recorded_at, tz)
         session = escape_inline(hit.session_key)
-        lines.append(f"{i}. [{hit.role} | session: {session} | {when} | score {hit.score:.3f}]")
+        lines.append(f"{i}. [{hit.role} | session: {session} | {when} | relevance {hit.score:.2f}]")
         lines.append(_indent(escape_block_text(hit.content)))
     return "\n".join(lines)
 

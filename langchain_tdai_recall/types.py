@@ -160,11 +160,13 @@ class MemoryHit:
     priority: int
     """Priority of the memory."""
     score: float
-    """Fused ranking score: the sum of 1 / (60 + rank) over the search legs that found it."""
+    """Relevance in [0, 1]: 0.7 x cosine + 0.3 x keyword coverage (hybrid), or the one leg's
+    number (see `recall.search`). Hits come ranked best first; the order also weighs how rare
+    the matched words are, so it can differ slightly from the order of `score`."""
     keyword_score: float | None = None
-    """Normalised keyword relevance in [0, 1], when the keyword leg found it."""
+    """Keyword coverage in [0, 1]: the weighted share of the query's words the text contains."""
     embedding_score: float | None = None
-    """Cosine similarity, when the embedding leg found it."""
+    """Cosine similarity, when the embedding leg ran and the memory has a vector."""
     record: MemoryRecord | None = field(default=None, repr=False, compare=False)
     """The full stored record."""
 
@@ -184,11 +186,13 @@ class MessageHit:
     recorded_at: str
     """Write time (UTC, ISO-8601)."""
     score: float
-    """Fused ranking score: the sum of 1 / (60 + rank) over the search legs that found it."""
+    """Relevance in [0, 1]: 0.7 x cosine + 0.3 x keyword coverage (hybrid), or the one leg's
+    number (see `recall.search`). Hits come ranked best first; the order also weighs how rare
+    the matched words are, so it can differ slightly from the order of `score`."""
     keyword_score: float | None = None
-    """Normalised keyword relevance in [0, 1], when the keyword leg found it."""
+    """Keyword coverage in [0, 1]: the weighted share of the query's words the text contains."""
     embedding_score: float | None = None
-    """Cosine similarity, when the embedding leg found it."""
+    """Cosine similarity, when the embedding leg ran and the memory has a vector."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,15 +204,18 @@ class RecalledMemory:
     content: str
     """Memory text as stored (before escaping and budgeting)."""
     score: float
-    """Fused score used for ranking."""
+    """Relevance in [0, 1]: 0.7 x cosine + 0.3 x keyword coverage (hybrid), or the one leg's
+    number; the number the injection threshold compares (see `recall.search`)."""
     type: MemoryType
     """Memory type."""
     scene_name: str = ""
     """Situation label, or empty."""
     keyword_score: float | None = None
-    """Normalised keyword relevance, when the keyword leg found it."""
+    """Keyword coverage in [0, 1], when the keyword leg ran."""
     embedding_score: float | None = None
-    """Cosine similarity, when the embedding leg found it."""
+    """Cosine similarity, when the embedding leg ran and the memory has a vector."""
+    rerank_score: float | None = None
+    """The reranker's `relevance_score`, when a reranker chose the memory and gave one."""
     truncated: bool = False
     """Whether the injected line was cut to fit a budget."""
 
@@ -274,6 +281,8 @@ class RecallResult:
     pinned: tuple[MemoryRecord, ...] = ()
     """Memories of priority >= `recall.pin_priority` (safety facts, medication, hard
     constraints), injected in the system context every turn; highest priority first."""
+    reranked: bool = False
+    """Whether a reranker chose `memories` (otherwise the relevance threshold did)."""
     language: Language = "en"
     """Language the memory block was written in."""
 

@@ -15,6 +15,7 @@ import time
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import Any
 
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import RecallTimeoutError
@@ -27,7 +28,13 @@ from langchain_tdai_recall.recall.prompt import (
     render_system_context,
     truncation_suffix,
 )
-from langchain_tdai_recall.recall.search import Searcher
+from langchain_tdai_recall.recall.rerank import Reranked, rerank
+from langchain_tdai_recall.recall.search import (
+    CANDIDATES_PER_RESULT,
+    RankedHit,
+    Searcher,
+    SearchOutcome,
+)
 from langchain_tdai_recall.store.store import MemoryStore, Scope
 from langchain_tdai_recall.text.budget import apply_budget
 from langchain_tdai_recall.text.clean import clean_query, content_text
@@ -71,11 +78,16 @@ class RecallEngine:
         config: TdaiConfig,
         *,
         executor: Executor,
+        reranker: Any = None,
+        rerank_executor: Executor | None = None,
     ) -> None:
         self.store = store
         self.searcher = searcher
         self.config = config
+        self.reranker = reranker
+        """Optional `BaseDocumentCompressor` that reorders and selects the candidates."""
         self._executor = executor
+        self._rerank_executor = rerank_executor or executor
         self._tz: dt.tzinfo = config.tzinfo()
 
     # -- public entry points ------------------------------------------------------------------
@@ -192,6 +204,41 @@ class RecallEngine:
         refs = {rowid for rowid, _ in rules} | {rowid for rowid, _ in pinned}
         return [r for _, r in rules], [r for _, r in pinned], refs
 
+    def _rerank(
+        self,
+        query: str,
+        scope: Scope,
+        outcome: SearchOutcome,
+        pinned_refs: set[int],
+        deadline: float,
+    ) -> tuple[Reranked | None, str | None]:
+        """The reranker's verdict on the best fused candidates, or why there is none."""
+        cfg = self.config
+        # no relevance floor: judging what the two legs rank low is the reranker's job
+        pool = [h for h in outcome.hits if h.rowid not in pinned_refs][
+            : cfg.recall.max_results * CANDIDATES_PER_RESULT
+        ]
+        if not pool:
+            return None, None
+        records = self.store.memories_by_ref(scope, [h.rowid for h in pool])
+        try:
+            return (
+                rerank(
+                    self.reranker,
+                    query,
+                    pool,
+                    records,
+                    executor=self._rerank_executor,
+                    deadline=deadline,
+                ),
+                None,
+            )
+        except Exception as exc:  # the reranker must never break recall
+            logger.warning(
+                "reranker failed (%s: %s); injecting the fused order", type(exc).__name__, exc
+            )
+            return None, f"reranker failed: {type(exc).__name__}: {exc}"
+
     def _recall(
         self, user_text: object, scope: Scope, request: RecallRequest, deadline: float
     ) -> RecallResult:
@@ -205,6 +252,8 @@ class RecallEngine:
         memories: list[RecalledMemory] = []
         lines: list[str] = []
         truncated = dropped = 0
+        reranked = False
+        rerank_scores: dict[int, float] = {}
         t_pinned = time.perf_counter()
         rules, pinned, pinned_refs = self._pinned(scope)
         timings["pinned"] = (time.perf_counter() - t_pinned) * 1000
@@ -219,10 +268,21 @@ class RecallEngine:
             )
             strategy, error = outcome.strategy, outcome.error
             timings.update(outcome.timings_ms)
-            threshold = cfg.keyword_threshold if strategy == "keyword" else cfg.score_threshold
-            chosen = injected(
-                outcome, threshold=threshold, limit=cfg.max_results, exclude=pinned_refs
-            )
+            chosen: list[RankedHit] | None = None
+            if self.reranker is not None:
+                t_rerank = time.perf_counter()
+                verdict, rerank_error = self._rerank(query, scope, outcome, pinned_refs, deadline)
+                timings["rerank"] = (time.perf_counter() - t_rerank) * 1000
+                if verdict is not None:
+                    chosen, rerank_scores = verdict.hits[: cfg.max_results], verdict.scores
+                    reranked = True
+                elif rerank_error:
+                    error = f"{error}; {rerank_error}" if error else rerank_error
+            if chosen is None:
+                threshold = cfg.keyword_threshold if strategy == "keyword" else cfg.score_threshold
+                chosen = injected(
+                    outcome, threshold=threshold, limit=cfg.max_results, exclude=pinned_refs
+                )
             records = self.store.memories_by_ref(scope, [h.rowid for h in chosen])
             hits = [h for h in chosen if h.rowid in records]
             raw_lines = [
@@ -247,6 +307,7 @@ class RecallEngine:
                         scene_name=rec.scene_name,
                         keyword_score=hit.keyword_score,
                         embedding_score=hit.embedding_score,
+                        rerank_score=rerank_scores.get(hit.rowid),
                         truncated=was_cut,
                     )
                 )
@@ -280,6 +341,7 @@ class RecallEngine:
             error=error,
             standing_rules=tuple(rules),
             pinned=tuple(pinned),
+            reranked=reranked,
             language=language,
         )
         logger.debug(

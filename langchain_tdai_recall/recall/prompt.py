@@ -68,7 +68,8 @@ _DISCLAIMER: Final[dict[Language, str]] = {
 _TOOLS_GUIDE: Final[dict[Language, str]] = {
     "zh": (
         "## 记忆工具使用说明\n"
-        "上面注入的记忆只是摘要片段。当它们不足以回答用户时，可以调用：\n"
+        "用户消息前的 <relevant-memories> 和这里的记忆只是摘要片段。当它们不足以回答用户时，"
+        "可以调用：\n"
         "- tdai_memory_search：检索结构化的长期记忆（用户身份与偏好、过往事件、用户定下的规则）。\n"
         "- tdai_conversation_search：检索原始历史对话，用于确认用户的原话、时间线和上下文，"
         "也可用来核对记忆检索的结果。\n"
@@ -79,7 +80,8 @@ _TOOLS_GUIDE: Final[dict[Language, str]] = {
     ),
     "en": (
         "## Using the memory tools\n"
-        "The memories above are short excerpts. When they are not enough to answer, you can call:\n"
+        "Memories shown to you (here and in the <relevant-memories> block before the user's "
+        "message) are short excerpts. When they are not enough to answer, you can call:\n"
         "- tdai_memory_search: search structured long-term memories (who the user is, their "
         "preferences, past events, rules they set).\n"
         "- tdai_conversation_search: search the raw past conversation for the user's exact "

@@ -95,6 +95,24 @@ def test_zh_eval_script_runs(tmp_path: Path, embeddings: str) -> None:
     assert payload["results"]["keyword"]["ranking"]["by_kind"]["keyword"]["recall@5"] == 1.0
 
 
+def test_critical_script_runs(tmp_path: Path) -> None:
+    out = tmp_path / "critical.json"
+    assert _load("critical").main(["--embeddings", "hash", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text(encoding="utf-8"))
+    assert payload["total"] == len(payload["cases"]) > 40
+    assert 0 <= payload["injected"] <= payload["total"]
+    assert set(payload["where"]) == {"memory block", "key memories", "standing rules"}
+
+
+def test_locomo_messages_variant_reports_ranking(tmp_path: Path) -> None:
+    out = tmp_path / "locomo.json"
+    args = ["--data", str(FIXTURES / "locomo"), "--embeddings", "hash", "--out", str(out)]
+    assert _load("locomo").main([*args, "--variants", "messages", "--quiet"]) == 0
+    payload = json.loads(out.read_text(encoding="utf-8"))
+    overall = payload["results"]["messages"]["hybrid"]["ranking"]["overall"]
+    assert 0.0 <= overall["recall@5"] <= 100.0 and overall["n"] > 0
+
+
 def test_formation_oracle_script_runs(tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location(
         "_bench_formation", ROOT / "benchmarks" / "formation" / "locomo_oracle.py"

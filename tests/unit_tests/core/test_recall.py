@@ -409,3 +409,64 @@ def test_search_rejects_bad_limits(memory: TdaiMemory) -> None:
     for bad in (0, 101, 2.5, True):
         with pytest.raises(ConfigError, match="limit"):
             memory.search_memories("x", limit=bad, user_id=USER)  # type: ignore[arg-type]
+
+
+async def test_concurrent_recalls_with_a_hung_embedder_all_degrade_to_keyword() -> None:
+    """Issue 8 #3: 16 concurrent recalls against an embedder that hangs must all come back
+    (keyword search, persona and scenes kept) within the recall timeout, none as `None`."""
+    hung = SlowEmbeddings(HashEmbeddings(64), delay_s=30, queries_only=True)
+    cfg = {"recall": {"timeoutMs": 5000}}
+    mem = TdaiMemory.open(None, embeddings=hung, config=cfg)
+    try:
+        seeded(mem)
+        mem.flush()
+        started = time.monotonic()
+        results = await asyncio.gather(
+            *(mem.arecall("trip to Japan in May", user_id=USER) for _ in range(16))
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        mem.close(timeout=1)
+    assert all(r is not None for r in results), sum(r is None for r in results)
+    assert elapsed < 5.0
+    for result in results:
+        assert result is not None
+        assert result.strategy == "keyword"
+        assert result.append_system_context and "A backend engineer" in result.append_system_context
+        assert any("Japan" in m.content for m in result.memories)
+
+
+@pytest.mark.parametrize("text", ["👍", "...", ":)", "—", "🇨🇳"])
+def test_a_memory_without_keyword_tokens_does_not_break_its_scope(text: str) -> None:
+    """Issue 8 #1: such a memory made the keyword index raise on every refresh."""
+    with TdaiMemory.open(None, embeddings=HashEmbeddings(64)) as mem:
+        seeded(mem)
+        mem.add_memory(text, user_id=USER)
+        mem.record_messages([{"role": "user", "content": text}], session_key="s", user_id=USER)
+        mem.flush()
+        result = mem.recall("trip to Japan", user_id=USER)
+        assert result is not None and result.append_system_context  # persona and scenes kept
+        assert any("Japan" in m.content for m in result.memories)
+        assert mem.search_memories("trip to Japan", user_id=USER)
+        mem.record_messages(
+            [{"role": "user", "content": "booked the Japan trip"}], session_key="s", user_id=USER
+        )
+        mem.flush()
+        assert mem.search_conversations("Japan trip", user_id=USER)
+
+
+def test_strategy_reports_keyword_when_stored_vectors_have_another_dimension() -> None:
+    """Issue 8 #6: a query vector that does not fit the index must not pass as `hybrid`."""
+
+    class Shrunk(HashEmbeddings):
+        def embed_query(self, text: str) -> list[float]:
+            return super().embed_query(text)[:16]
+
+    with TdaiMemory.open(None, embeddings=Shrunk(64)) as mem:
+        seeded(mem)
+        mem.flush()
+        result = mem.recall("trip to Japan", user_id=USER)
+    assert result is not None
+    assert result.strategy == "keyword"
+    assert result.error and "dimension" in result.error
+    assert any("Japan" in m.content for m in result.memories)

@@ -39,6 +39,7 @@ def seed(memory: TdaiMemory) -> TdaiMemory:
         body="Window seats, early flights, no peanuts on board.",
         user_id="alice",
     )
+    memory.flush()  # vectors are computed in the background; start every test with all of them
     return memory
 
 

@@ -21,8 +21,9 @@ BOB = {"configurable": {"user_id": "bob"}}
 PROMPT = ChatPromptTemplate.from_messages([("system", "Be brief."), ("human", "{q}")])
 
 
-def _expected(mem: TdaiMemory, who: str) -> Any:
-    result = mem.recall(QUESTION, user_id=who)
+def _expected(mem: TdaiMemory, who: str, *, tools_guide: bool = False) -> Any:
+    """What the chain should inject: the runnable adds the tools guide only when asked."""
+    result = mem.recall(QUESTION, user_id=who, tools_guide=tools_guide)
     assert result is not None
     return result
 
@@ -157,3 +158,40 @@ def test_lcel_and_legacy_adapters_do_not_load_langchain_agents_or_langgraph() ->
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+def test_plain_chain_gets_no_tools_guide_and_no_system_message_just_for_it(
+    empty_mem: TdaiMemory,
+) -> None:
+    empty_mem.add_memory("Prefers aisle seats", user_id="carol")
+    out = empty_mem.as_runnable().invoke(
+        "Which seats do I prefer?", {"configurable": {"user_id": "carol"}}
+    )
+    assert not any(isinstance(m, SystemMessage) for m in out)  # nothing stable to add
+    assert "memory-tools-guide" not in text_of(out[-1])
+    with_guide = empty_mem.as_runnable(tools_guide=True).invoke(
+        "Which seats do I prefer?", {"configurable": {"user_id": "carol"}}
+    )
+    assert isinstance(with_guide[0], SystemMessage)
+    assert "<memory-tools-guide>" in str(with_guide[0].content)
+
+
+def test_wrap_model_writes_the_guide_only_when_the_memory_tools_are_bound(mem: TdaiMemory) -> None:
+    inner = FakeToolCallingChatModel(script=["a", "b"])
+    wrapped = mem.wrap_model(inner)
+    wrapped.bind_tools([lookup]).invoke([("system", "S"), ("human", QUESTION)], ALICE)
+    wrapped.bind_tools([lookup, *mem.tools()]).invoke([("system", "S"), ("human", QUESTION)], ALICE)
+    without, with_tools = (str(system_of(r).content) for r in inner.requests)
+    assert "memory-tools-guide" not in without
+    assert "<memory-tools-guide>" in with_tools
+
+
+def test_chinese_system_prompt_sets_the_context_language(mem: TdaiMemory) -> None:
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "你是一个简洁的助手。"), ("human", "{q}")]
+    )
+    out = (prompt | mem.as_runnable(tools_guide=True)).invoke({"q": QUESTION}, ALICE)
+    system = str(out[0].content)
+    assert "记忆工具使用说明" in system and "Using the memory tools" not in system
+    # the memory block follows the user's (English) message
+    assert "recalled from long-term memory" in text_of(out[-1])

@@ -639,3 +639,37 @@ def test_integration_entry_points_take_typed_keywords(mem: TdaiMemory) -> None:
         assert {p.name for p in parameters} >= {"user_id", "agent_id", "require_user_id"}, name
     with pytest.raises(TypeError, match="capture"):
         mem.tools(capture=True)  # type: ignore[call-arg]
+
+
+# -- language ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_app_language_follows_system_prompt_and_message(
+    mem: TdaiMemory, use_async: bool
+) -> None:
+    """A Chinese app: Chinese system context every turn; the memory block follows the user."""
+    mem.add_memory("长途飞行喜欢靠窗的座位", user_id="alice")
+    mem.flush()
+    model = FakeToolCallingChatModel(default_reply="ok")
+    agent = _agent(mem, model, user_id="alice", system="你是一个贴心的旅行助手。")
+    config = {"configurable": {"thread_id": f"lang-{use_async}"}}
+    for text in ("Which seats do I prefer on long flights?", "我喜欢什么座位？长途飞行的时候"):
+        if use_async:
+            await agent.ainvoke(user(text), config)
+        else:
+            agent.invoke(user(text), config)
+    english, chinese = model.requests
+    assert json.dumps(system_of(english).content) == json.dumps(system_of(chinese).content)
+    system = str(system_of(english).content)
+    assert "记忆工具使用说明" in system and "Using the memory tools" not in system
+    assert "recalled from long-term memory" in text_of(last_human(english))
+    assert "长期记忆" in text_of(last_human(chinese))
+
+
+def test_english_app_gets_english_text_by_default(mem: TdaiMemory) -> None:
+    model = FakeToolCallingChatModel(default_reply="ok")
+    _agent(mem, model, user_id="alice").invoke(user("Which seats do I prefer on long flights?"))
+    prompt = json.dumps([m.content for m in model.requests[0]], ensure_ascii=False)
+    assert "Using the memory tools" in prompt
+    assert not any("\u4e00" <= ch <= "\u9fff" for ch in prompt.replace("旅行计划", ""))

@@ -125,6 +125,7 @@ def test_integral_values_are_accepted(mem: TdaiMemory) -> None:
 
 
 def test_memory_search_text_and_artifact(mem: TdaiMemory) -> None:
+    mem.flush()  # both searches below see the same vectors
     search = mem.tools(user_id="alice")[0]
     result = search.invoke(_tool_call("tdai_memory_search", {"query": "window seats flights"}))
     assert isinstance(result, ToolMessage)
@@ -136,8 +137,10 @@ def test_memory_search_text_and_artifact(mem: TdaiMemory) -> None:
     json.dumps(result.artifact)  # plain data, safe to checkpoint
     text = str(result.content)
     noun = "memory" if len(hits) == 1 else "memories"
-    assert text.startswith(f"Found {len(hits)} matching {noun}:")
-    assert f"1. [{hits[0].type} | priority {hits[0].priority} | score {hits[0].score:.3f}]" in text
+    assert text.startswith(f"Found {len(hits)} {noun}, best first (relevance 0-1")
+    line = f"1. [{hits[0].type} | priority {hits[0].priority} | relevance {hits[0].score:.2f}]"
+    assert line in text
+    assert 0.0 <= hits[0].score <= 1.0 and hits[0].score > 0.3  # a readable relevance
     assert hits[0].content in text
 
     filtered = search.invoke(
@@ -174,7 +177,7 @@ def test_conversation_search_shows_role_session_time(mem: TdaiMemory) -> None:
     convo = mem.tools(user_id="alice")[1]
     result = convo.invoke(_tool_call("tdai_conversation_search", {"query": "Lisbon hotel"}))
     text = str(result.content)
-    assert text.startswith("Found 2 matching messages:")
+    assert text.startswith("Found 2 messages, best first (relevance 0-1")
     assert "| session: s-42 |" in text
     assert "[user | session: s-42 | " in text
     assert "I booked the Lisbon hotel" in text
