@@ -313,6 +313,13 @@ class ToolsConfig(_ConfigModel):
     """Register the tools in the middleware."""
     max_calls_per_turn: int = Field(default=3, ge=1, le=50)
     """Combined cap on `tdai_memory_search` and `tdai_conversation_search` calls per turn."""
+    manage_memory: bool = False
+    """Also register `tdai_manage_memory`, with which the agent remembers, corrects or forgets
+    memories of its own scope (memory formation's consolidation decides how a new memory is
+    stored). Off by default."""
+    max_manage_calls_per_turn: int = Field(default=3, ge=1, le=50)
+    """Cap on `tdai_manage_memory` calls per turn, counted like the search cap but apart from
+    it."""
     min_score: float = Field(default=0.03, ge=0.0, le=1.0)
     """Relevance floor of the agent's own searches (the memory tools, `search_memories`,
     `search_conversations`): they return the best-ranked hits the agent asked for above this

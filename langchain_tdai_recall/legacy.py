@@ -116,9 +116,14 @@ class ExecutorMemory:
         self.budget: Final = TurnScopedBudget(
             memory.config.tools.max_calls_per_turn, hint=_TURN_HINT
         )
+        self.manage_budget: Final = TurnScopedBudget(
+            memory.config.tools.max_manage_calls_per_turn, hint=_TURN_HINT
+        )
+        """The per-turn budget of `tdai_manage_memory` (registered when
+        `tools.manage_memory`), reset with the search budget every turn."""
         self.capture: Final = memory.config.capture.enabled if capture is None else capture
         self.tools: Final[list[BaseTool]] = create_memory_tools(
-            memory, budget=self.budget, resolver=resolver
+            memory, budget=self.budget, resolver=resolver, manage_budget=self.manage_budget
         )
 
     def wrap_model(self, model: BaseChatModel) -> RecallChatModel:
@@ -133,15 +138,17 @@ class ExecutorMemory:
 
     @contextmanager
     def turn(self) -> Iterator[ToolBudget]:
-        """Run one turn: the search budget starts from zero.
+        """Run one turn: the search budget (and `manage_budget`) start from zero.
 
         Yields:
-            The budget, to read `used` and `blocked` afterwards.
+            The search budget, to read `used` and `blocked` afterwards.
         """
         self.budget.open_turn()
+        self.manage_budget.open_turn()
         try:
             yield self.budget
         finally:
+            self.manage_budget.close_turn()
             self.budget.close_turn()
 
     def wrap_executor(

@@ -1531,6 +1531,8 @@ class TdaiMemory:
     ) -> list[BaseTool]:
         """The memory tools: `tdai_memory_search`, `tdai_conversation_search`, `tdai_read_scene`.
 
+        With `tools.manage_memory` set, `tdai_manage_memory` (memory formation) comes fourth.
+
         Args:
             user_id: User of the scope when a call names none (executors that pass no config to
                 tools need it); `None` uses the store's default user.
@@ -1542,7 +1544,7 @@ class TdaiMemory:
                 agent or kept per parent run elsewhere.
 
         Returns:
-            The three tools, always in this order.
+            The three tools, always in this order (then `tdai_manage_memory`, when enabled).
 
         Raises:
             ConfigError: If an argument is invalid (`ScopeError` for a bad id).

@@ -1,8 +1,9 @@
 """`tdai_manage_memory`: an optional tool with which the agent remembers, corrects or forgets.
 
-LangMem's `manage_memory` equivalent, off by default: nothing registers it unless the
-application builds it with `create_manage_memory_tool(memory)` and gives it to its agent. Every
-write goes through the same path as background formation:
+LangMem's `manage_memory` equivalent, off by default: `tools.manage_memory = true` registers it
+with the other memory tools (`memory.tools()`, the middleware, `ExecutorMemory`), and
+`create_manage_memory_tool(memory)` builds it alone. Every write goes through the same path as
+background formation:
 
 - `remember`: the text is a new memory; exact duplicates are not stored again and, when a chat
   model is configured, similar memories are consolidated with it (add / update / merge / skip).
@@ -17,8 +18,8 @@ The tool is built on the memory tools' base (`tools.py`), so identity, the failu
 the per-turn budget are the ones of `_turn.py`: the scope comes from the run
 (`runtime.context`, then `config["configurable"]`), then the arguments given here, and no call
 can reach another scope; its calls are counted per turn like the search tools', against their
-own cap (the size of `tools.max_calls_per_turn`; the search cap is unchanged), and a refused
-call is answered with an error `ToolMessage`. The agent cannot mint an absolute standing rule
+own cap `tools.max_manage_calls_per_turn` (the search cap is unchanged), and a refused call is
+answered with an error `ToolMessage`. The agent cannot mint an absolute standing rule
 (`priority` is 0..100 here). Rows are written without waiting for the embedder: candidates are
 searched like a recall query (its embedding bounded by `embedding.query_timeout_ms`) and the
 vector upkeep embeds the rows afterwards.
@@ -391,7 +392,7 @@ def build_manage_tool(
     validation_handler: Callable[[ValidationError], str],
 ) -> BaseTool:
     """The tool as `tools.create_memory_tools` registers it (shared resolver)."""
-    limit = memory.config.tools.max_calls_per_turn if budget is None else budget.limit
+    limit = memory.config.tools.max_manage_calls_per_turn if budget is None else budget.limit
     return ManageMemoryTool(
         description=_DESCRIPTION.format(limit=limit),
         handle_validation_error=validation_handler,
@@ -413,7 +414,9 @@ def create_manage_memory_tool(
     require_user_id: bool = False,
     budget: ToolBudget | None = None,
 ) -> BaseTool:
-    """Build the optional `tdai_manage_memory` tool (see the module docstring).
+    """Build the optional `tdai_manage_memory` tool alone (see the module docstring).
+
+    `tools.manage_memory = true` registers it with the other memory tools instead.
 
     Args:
         memory: The store to write.
@@ -422,8 +425,8 @@ def create_manage_memory_tool(
         session_key: Session when the run names none (recorded on new memories).
         require_user_id: Raise `ScopeError` instead of falling back to the default user.
         budget: An explicit per-turn `ToolBudget` that the caller resets each turn (its
-            `limit` is the cap); without it the cap is `tools.max_calls_per_turn`, counted
-            apart from the searches, from the graph state inside an agent or per parent run.
+            `limit` is the cap); without it the cap is `tools.max_manage_calls_per_turn`,
+            derived from the graph state inside an agent or kept per parent run elsewhere.
 
     Returns:
         The tool.
