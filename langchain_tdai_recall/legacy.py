@@ -127,13 +127,17 @@ class ExecutorMemory:
         )
 
     def wrap_model(self, model: BaseChatModel) -> RecallChatModel:
-        """The chat model with recall in this conversation's scope before every call."""
+        """The chat model with recall in this conversation's scope before every call.
+
+        It records nothing itself: the turn wrapper records each turn (`record_turn`).
+        """
         return wrap_model(
             self.memory,
             model,
             user_id=self.user_id,
             agent_id=self.agent_id,
             session_key=self.session_key,
+            capture=False,
         )
 
     @contextmanager

@@ -1607,8 +1607,13 @@ class TdaiMemory:
         agent_id: str | None = None,
         session_key: str | None = None,
         require_user_id: bool = False,
+        capture: bool | None = None,
     ) -> RecallChatModel:
         """A chat model whose `bind_tools(...)` result injects recall before every call.
+
+        An answer that ends a turn (it asks for no tool) records the turn to L0 in the
+        background (the human text as typed and the answer), like the agent middleware, so
+        memory formation learns from chains too.
 
         Args:
             model: The chat model to wrap.
@@ -1617,6 +1622,7 @@ class TdaiMemory:
             agent_id: Agent when `configurable` names none.
             session_key: Session when `configurable` names none.
             require_user_id: Raise `ScopeError` instead of falling back to the default user.
+            capture: Record answered turns to L0; `None` follows `capture.enabled`.
 
         Returns:
             The wrapped model.
@@ -1634,6 +1640,7 @@ class TdaiMemory:
             agent_id=agent_id,
             session_key=session_key,
             require_user_id=require_user_id,
+            capture=capture,
         )
 
     def import_upstream(
