@@ -56,7 +56,7 @@ from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.text.tokenize import Query
 from langchain_tdai_recall.types import MemoryRecord, Scope, Strategy
 
-__all__ = ["DECISIONS", "Consolidator", "Plan", "PlannedWrite"]
+__all__ = ["DECISIONS", "Consolidator", "Plan", "PlannedWrite", "relevance"]
 
 logger = logging.getLogger(__name__)
 
@@ -338,7 +338,7 @@ class Consolidator:
                 mine += [
                     f"n{j + 1}"
                     for j in range(i)
-                    if _relevance(
+                    if relevance(
                         query,
                         tokenizer.document_tokens(fresh[j].content),
                         _row(vectors, i),
@@ -525,7 +525,7 @@ def _usable(vector: npt.NDArray[np.float32] | None) -> npt.NDArray[np.float32] |
     return vector if vector is not None and bool(np.any(vector)) else None
 
 
-def _relevance(
+def relevance(
     query: Query,
     document: Sequence[str],
     query_vector: npt.NDArray[np.float32] | None,

@@ -131,3 +131,21 @@ def test_formation_oracle_script_runs(tmp_path: Path) -> None:
     assert payload["quality"]["calls"]["oracle_unaligned_windows"] == 0
     prompt = payload["quality"]["prompt_chars"]
     assert prompt["max"] <= prompt["bound"]
+
+
+def test_candidate_floor_script_runs(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "_bench_candidate_floor", ROOT / "benchmarks" / "formation" / "candidate_floor.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    out = tmp_path / "floor.json"
+    args = ["--data", str(FIXTURES / "locomo"), "--embeddings", "hash", "--out", str(out)]
+    assert module.main([*args, "--quiet"]) == 0
+    payload = json.loads(out.read_text(encoding="utf-8"))
+    for row in payload["pairs"].values():
+        shares = list(row["reach_floor_pct"].values())
+        assert shares == sorted(shares, reverse=True)  # a higher floor never offers more
+    assert payload["locomo"]["observations"] > 0

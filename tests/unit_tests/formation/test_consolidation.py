@@ -80,6 +80,27 @@ def test_G_X8_unrelated_memories_cost_no_consolidation_call(open_memory: OpenMem
     assert report.decisions["add"] == 1 and model.calls_of("consolidate") == []
 
 
+def test_candidates_are_gated_by_the_search_relevance_score(open_memory: OpenMemory) -> None:
+    stored_text, new_text = "The user lives in Berlin.", "The user moved to Paris from Berlin."
+    probe = open_memory()
+    probe.add_memory(stored_text)
+    assert probe.flush(timeout=30)  # the stored memory's vector is in
+    (hit,) = probe.search_memories(new_text, min_score=0.0)
+    assert 0.05 < hit.score < 0.95 and hit.embedding_score is not None
+    offered: list[int] = []
+    for floor, expected in ((hit.score - 0.02, 1), (hit.score + 0.02, 0)):
+        model = ScriptedFormationModel(extract=memories_from(fact(new_text)))
+        memory = open_memory(model, {"extraction": {"candidateFloor": round(floor, 4)}})
+        memory.add_memory(stored_text, user_id=f"u{expected}")
+        assert memory.flush(timeout=30)
+        say(memory, ["I moved."], user_id=f"u{expected}")
+        memory.extract(user_id=f"u{expected}")
+        calls = model.calls_of("consolidate")
+        offered.append(len(calls))
+        assert len(calls) == expected
+    assert offered == [1, 0]  # the floor compares RankedHit.score (0..1), as recall does
+
+
 def test_G_X8_candidates_come_from_the_same_scope_only(open_memory: OpenMemory) -> None:
     seen: list[ConsolidationRequest] = []
 
