@@ -19,9 +19,12 @@ Reported:
   A formed memory covers the evidence turns of the observation whose text it carries.
 - **prompt size** per extraction call (characters of system + user prompt): p50 / p99 / max,
   beside the bound the configured caps imply.
-- **turn overhead**: `record_messages` latency with formation on vs off (same turns, same
-  embedder, a directory store), p50 / p99, and the formation hook alone; target p99 difference
-  ≤ 5 ms.
+- **turn overhead**: latency with formation on vs off (same turns, same embedder, a directory
+  store), p50 / p99, for the two ways a turn reaches the store: an agent turn as the adapters
+  hand it over (`_capture_turn`, what the middleware, `wrap_model` and the executor wrapper call;
+  the write and the formation hook run on the background writer) and an explicit
+  `record_messages` call (written, then the hook, in the caller's thread); and the formation hook
+  alone. Target: p99 difference ≤ 5 ms.
 - **throughput** with an instant model: turns per second formed by `extract()` over a store with
   everything recorded, and recorded-and-formed end to end.
 
@@ -47,7 +50,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quality"))
 
@@ -214,13 +217,24 @@ def formation_config(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     return cfg
 
 
+Path_ = Literal["record_messages", "capture"]
+"""How turns reach the store: an explicit `record_messages` call, or an agent turn handed to the
+background writer (`_capture_turn`, what the middleware, `wrap_model` and `ExecutorMemory` do)."""
+
+
 def record(
-    memory: TdaiMemory, plan: Plan, convs: Sequence[Conversation], *, think_ms: float = 0.0
+    memory: TdaiMemory,
+    plan: Plan,
+    convs: Sequence[Conversation],
+    *,
+    think_ms: float = 0.0,
+    via: Path_ = "record_messages",
 ) -> list[float]:
     """Record every turn (a user message and the answers up to the next user message).
 
     `think_ms` waits between turns, standing in for the agent's model call. Returns the latency
-    of each `record_messages` call in milliseconds.
+    of each turn's hand-over in milliseconds (`via="capture"` gives the messages the writer's
+    ids and times, so the oracle cannot place them: use it with the default scripted model).
     """
     latencies: list[float] = []
     for c, conv in enumerate(convs):
@@ -229,20 +243,28 @@ def record(
         def flush(batch: list[Message], conv_id: str = conv.sample_id) -> None:
             if not batch:
                 return
+            session = f"session_{batch[0].session}"
             started = time.perf_counter()
-            memory.record_messages(
-                [
-                    {
-                        "id": m.dia_id,
-                        "role": m.role,
-                        "content": m.text,
-                        "recorded_at": m.recorded_at,
-                    }
-                    for m in batch
-                ],
-                session_key=f"session_{batch[0].session}",
-                user_id=conv_id,
-            )
+            if via == "capture":
+                memory._capture_turn(
+                    [{"role": m.role, "content": m.text} for m in batch],
+                    scope=Scope(conv_id),
+                    session_key=session,
+                )
+            else:
+                memory.record_messages(
+                    [
+                        {
+                            "id": m.dia_id,
+                            "role": m.role,
+                            "content": m.text,
+                            "recorded_at": m.recorded_at,
+                        }
+                        for m in batch
+                    ],
+                    session_key=session,
+                    user_id=conv_id,
+                )
             latencies.append((time.perf_counter() - started) * 1000)
             if think_ms:
                 time.sleep(think_ms / 1000)
@@ -421,18 +443,27 @@ def quality(
 
 
 def overhead(
-    convs: Sequence[Conversation], plan: Plan, rounds: int, *, think_ms: float = 0.0
+    convs: Sequence[Conversation],
+    plan: Plan,
+    rounds: int,
+    *,
+    think_ms: float = 0.0,
+    via: Path_ = "record_messages",
 ) -> dict[str, Any]:
-    """`record_messages` latency with formation off and on (hash embedder, directory store)."""
-    result: dict[str, Any] = {}
+    """Turn latency with formation off and on (hash embedder, directory store)."""
+    result: dict[str, Any] = {"via": via}
     samples: dict[str, list[float]] = {"off": [], "on": []}
     hook: list[float] = []
     for _ in range(rounds):
         for mode in ("off", "on"):
             with tempfile.TemporaryDirectory() as tmp:
-                model = (
-                    ScriptedFormationModel(extract=Oracle(plan).extract) if mode == "on" else None
-                )
+                model: ScriptedFormationModel | None = None
+                if mode == "on":  # an instant model that forms every user message
+                    model = (
+                        ScriptedFormationModel(extract=Oracle(plan).extract)
+                        if via == "record_messages"
+                        else ScriptedFormationModel()
+                    )
                 memory = TdaiMemory.open(
                     Path(tmp) / mode,
                     embeddings=HashEmbeddings(),
@@ -440,7 +471,7 @@ def overhead(
                     extraction_model=model,
                 )
                 gc.collect()
-                samples[mode] += record(memory, plan, convs, think_ms=think_ms)
+                samples[mode] += record(memory, plan, convs, think_ms=think_ms, via=via)
                 if mode == "on":
                     scope = Scope("probe")
                     for _ in range(2000):
@@ -559,12 +590,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         embeddings.save()
     log.info("turn overhead ...")
     few = convs[:3]
-    o = {
-        "back_to_back": overhead(few, build_plan(few), args.overhead_rounds),
-        f"paced_{PACED_THINK_MS:g}ms": overhead(
-            few, build_plan(few), args.overhead_rounds, think_ms=PACED_THINK_MS
-        ),
-    }
+    few_plan = build_plan(few)
+    o: dict[str, Any] = {}
+    for via in ("capture", "record_messages"):
+        o[f"{via}_back_to_back"] = overhead(few, few_plan, args.overhead_rounds, via=via)
+        o[f"{via}_paced_{PACED_THINK_MS:g}ms"] = overhead(
+            few, few_plan, args.overhead_rounds, think_ms=PACED_THINK_MS, via=via
+        )
     log.info("throughput ...")
     t = [throughput(convs, plan, HashEmbeddings(), "hash")]
     payload: dict[str, Any] = {
