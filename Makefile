@@ -48,6 +48,8 @@ benchmark: $(TSTAMP)
 	$(BIN)/python benchmarks/quality/locomo.py
 	$(BIN)/python benchmarks/quality/zh_eval.py
 	$(BIN)/python benchmarks/perf/latency.py
+	$(BIN)/python benchmarks/formation/locomo_oracle.py
+	$(BIN)/python benchmarks/formation/candidate_floor.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -31,11 +31,14 @@ from langchain_tdai_recall.errors import (
     TdaiRecallError,
     ToolBudgetExceededError,
 )
+from langchain_tdai_recall.formation.config import ExtractionConfig, PersonaConfig, PipelineConfig
+from langchain_tdai_recall.formation.report import ExtractionReport
 from langchain_tdai_recall.memory import TdaiMemory
 from langchain_tdai_recall.types import (
     ImportReport,
     MemoryHit,
     MemoryRecord,
+    MemoryVersion,
     MessageHit,
     MessageRecord,
     RecalledMemory,
@@ -59,13 +62,18 @@ __all__ = [
     "ConfigError",
     "EmbeddingConfig",
     "EmbeddingError",
+    "ExtractionConfig",
+    "ExtractionReport",
     "ImportReport",
     "ImportUpstreamError",
     "MemoryHit",
     "MemoryRecord",
+    "MemoryVersion",
     "MessageHit",
     "MessageRecord",
     "MissingDependencyError",
+    "PersonaConfig",
+    "PipelineConfig",
     "RecallConfig",
     "RecallResult",
     "RecallTimeoutError",

@@ -221,6 +221,36 @@ class VectorUpkeep:
             done, _ = self._pass(stale=True, forced=True, bar=bar)
         return done
 
+    def embed_texts(self, texts: Sequence[str]) -> npt.NDArray[np.float32] | None:
+        """Embed `texts` now, on the caller's thread (a background caller: memory formation).
+
+        For writers that need the vectors before they write (formation searches the scope with
+        them, then stores them with its rows in one transaction). Returns L2-normalised rows,
+        all zero where the embedder's answer was unusable (such a row must not be stored: the
+        upkeep embeds it later), or `None` when the embedder failed; never raises.
+        """
+        if not texts:
+            return np.zeros((0, self._dimension or 1), dtype=np.float32)
+        parts: list[npt.NDArray[np.float32]] = []
+        try:
+            for start in range(0, len(texts), self._batch):
+                chunk = [t[: self._max_chars] for t in texts[start : start + self._batch]]
+                matrix, _ = check_vectors(
+                    self._emb.embed_documents(chunk), len(chunk), self._dimension
+                )
+                if parts and matrix.shape[1] != parts[0].shape[1]:
+                    msg = "the embedder changed its dimension between two batches"
+                    raise EmbeddingError(msg)
+                parts.append(matrix)
+        except Exception as exc:
+            logger.warning(
+                "embedding %d new memories failed (%s); they are stored and embedded later",
+                len(texts),
+                type(exc).__name__,
+            )
+            return None
+        return np.vstack(parts)
+
     # -- the worker ---------------------------------------------------------------------------
 
     def _past_deadline(self) -> bool:

@@ -11,11 +11,13 @@ sync and async paths, and one adapter and another, cannot drift apart:
 3. **Recall** (`run_recall` / `arun_recall` -> `RecallOutcome`) and **injection**
    (`inject_recall`, `inject_messages`): the same bytes for every model call of the turn,
    reused through a per-run `TurnCache`, never written to agent state.
-4. **The search budget** of the two capped tools: `StateBudget` decides from the conversation
-   (inside a graph), `ToolBudget` is an explicit counter (executors), `RunBudgets` one budget per
-   parent run (anything else).
+4. **The per-turn budgets** of the capped tools: the two search tools share one cap, the
+   optional `tdai_manage_memory` (memory formation) has its own, counted the same way.
+   `StateBudget` decides from the conversation (inside a graph), `ToolBudget` is an explicit
+   counter (executors), `RunBudgets` one budget per parent run (anything else).
 5. **L0 capture** (`capture_turn`): the turn's human text and final answer, handed to the store's
-   background writer; the one path every adapter uses (memory formation will hook in here).
+   background writer; the one path every adapter uses. The writer calls
+   `TdaiMemory._after_capture` once the turn is stored, which counts it for memory formation.
 6. **Reporting** (`turn_event` -> `TurnEvent`): the `tdai_agent_turn` payload.
 
 Failure policy (the only one; `report_failure` applies it):
@@ -62,6 +64,8 @@ __all__ = [
     "CAPPED_TOOL_NAMES",
     "CONVERSATION_SEARCH_TOOL",
     "DEFAULT_SESSION_KEY",
+    "MANAGE_BUDGET_EXHAUSTED_MESSAGE",
+    "MANAGE_MEMORY_TOOL",
     "MEMORY_SEARCH_TOOL",
     "MEMORY_TOOL_NAMES",
     "READ_SCENE_TOOL",
@@ -111,6 +115,8 @@ DEFAULT_SESSION_KEY: Final = "default"
 MEMORY_SEARCH_TOOL: Final = "tdai_memory_search"
 CONVERSATION_SEARCH_TOOL: Final = "tdai_conversation_search"
 READ_SCENE_TOOL: Final = "tdai_read_scene"
+MANAGE_MEMORY_TOOL: Final = "tdai_manage_memory"
+"""The optional agent-writable memory tool (`formation.tool`); capped on its own."""
 CAPPED_TOOL_NAMES: Final = frozenset({MEMORY_SEARCH_TOOL, CONVERSATION_SEARCH_TOOL})
 MEMORY_TOOL_NAMES: Final = frozenset({*CAPPED_TOOL_NAMES, READ_SCENE_TOOL})
 """The tools the memory-tools guide describes."""
@@ -122,6 +128,13 @@ BUDGET_EXHAUSTED_MESSAGE: Final = (
     "again in this turn; answer now with the information you already have."
 )
 """For the model (an error `ToolMessage`): a search call over the turn's budget."""
+
+MANAGE_BUDGET_EXHAUSTED_MESSAGE: Final = (
+    "Refused: the memory change limit for this turn is reached (tdai_manage_memory runs at "
+    "most {limit} times per turn). Do not call it again in this turn; continue without changing "
+    "memory, you can do it in a later turn."
+)
+"""For the model (an error `ToolMessage`): a `tdai_manage_memory` call over the turn's cap."""
 
 TOOL_FAILED_MESSAGE: Final = (
     "{tool} is unavailable right now ({error}). Do not retry it in this turn; answer with the "
@@ -591,17 +604,21 @@ arguments, or `None` when they fail validation (such a call never runs, so it co
 class StateBudget:
     """The per-turn cap decided from the conversation itself (inside a LangGraph agent).
 
-    The capped calls the model made since the turn's human message are numbered in the order of
-    the AI messages and of their `tool_calls`, leaving out calls whose arguments fail validation;
-    call number `k` runs only when `k < limit`. A call is found by its id, name and normalised
-    arguments, so duplicate, empty or missing ids still get their own position. The verdicts are
-    a pure function of the conversation, the same however the tool node schedules parallel
-    calls; only calls that are identical in id, name and arguments and straddle the limit are
-    told apart by arrival (they would return the same anyway).
+    It counts the calls of the tools named `names` (by default the two search tools, which
+    share one cap). The capped calls the model made since the turn's human message are
+    numbered in the order of the AI messages and of their `tool_calls`, leaving out calls whose
+    arguments fail validation; call number `k` runs only when `k < limit`. A call is found by
+    its id, name and normalised arguments, so duplicate, empty or missing ids still get their
+    own position. The verdicts are a pure function of the conversation, the same however the
+    tool node schedules parallel calls; only calls that are identical in id, name and arguments
+    and straddle the limit are told apart by arrival (they would return the same anyway).
     """
 
-    def __init__(self, limit: int, check: ArgsCheck) -> None:
+    def __init__(
+        self, limit: int, check: ArgsCheck, *, names: frozenset[str] = CAPPED_TOOL_NAMES
+    ) -> None:
         self.limit: Final = limit
+        self.names: Final = names
         self._check = check
         self._ties = TurnCache[int]()
         self._counted = TurnCache[list[tuple[ToolCall, Mapping[str, object]]]]()
@@ -625,7 +642,7 @@ class StateBudget:
         counted: list[tuple[ToolCall, Mapping[str, object]]] = []
         for message in ai:
             for call in message.tool_calls:
-                if call["name"] not in CAPPED_TOOL_NAMES:
+                if call["name"] not in self.names:
                     continue
                 args = self._check(call["name"], call.get("args"))
                 if args is not None:

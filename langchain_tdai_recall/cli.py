@@ -10,6 +10,7 @@ Usage (also `python -m langchain_tdai_recall ...`)::
     tdai-recall export --persona --scenes -o backup.jsonl
     tdai-recall import-jsonl backup.jsonl              # re-imports an export losslessly
     tdai-recall import-upstream ~/.openclaw/memory-tdai
+    tdai-recall extract --model openai:gpt-4o-mini    # form memories from the conversations
     tdai-recall stats
     tdai-recall migrate --from ./tdai-store --to postgresql://app@db/memory   # resumable copy
     tdai-recall config defaults | config schema
@@ -248,11 +249,23 @@ def build_parser() -> argparse.ArgumentParser:
         "copy a whole store (memories with their vectors, messages, personas, scenes) into "
         "another directory or a PostgreSQL database, or back; run it again to resume",
     )
-    p.add_argument("--from", dest="source", required=True, metavar="PATH_OR_URL",
-                   help="the store to copy: a directory or a postgresql:// URL")  # fmt: skip
-    p.add_argument("--to", dest="target", required=True, metavar="PATH_OR_URL",
-                   help="where to copy it (created when missing)")  # fmt: skip
+    p.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="PATH_OR_URL",
+        help="the store to copy: a directory or a postgresql:// URL",
+    )
+    p.add_argument(
+        "--to",
+        dest="target",
+        required=True,
+        metavar="PATH_OR_URL",
+        help="where to copy it (created when missing)",
+    )
     p.add_argument("--page", type=_page, default=500, help="rows per transaction (default 500)")
+
+    _add_extract_command(command)
 
     p = command("config", _cmd_config, "print the default configuration or its JSON schema")
     p.add_argument("what", choices=("defaults", "schema"), help="'defaults' or 'schema'")
@@ -473,6 +486,18 @@ def _open_existing(args: argparse.Namespace) -> TdaiMemory:
     Raises:
         _UsageError: If the path does not exist or holds no memory store.
     """
+    path = _existing_store_path(args)
+    # Read-only open: pass read_only=True here for list/get/search/recall/stats/export
+    # once TdaiMemory.open supports it; `delete` keeps opening for writing.
+    return _open(args, path)
+
+
+def _existing_store_path(args: argparse.Namespace) -> Path | str | None:
+    """The path or URL of `--store` when a store exists there (or `None` for `:memory:`).
+
+    Raises:
+        _UsageError: If the path does not exist or holds no memory store.
+    """
     path = _store_path(args)
     if isinstance(path, str):
         from langchain_tdai_recall.stores.postgres.store import (  # noqa: PLC0415
@@ -480,7 +505,7 @@ def _open_existing(args: argparse.Namespace) -> TdaiMemory:
         )
 
         PostgresMemoryStore(path, read_only=True).close()  # raises when it holds no store
-        return _open(args, path)
+        return path
     if path is not None and not (path / DB_FILENAME).is_file():
         what = "does not exist" if not path.exists() else "holds no memory store"
         msg = (
@@ -489,9 +514,7 @@ def _open_existing(args: argparse.Namespace) -> TdaiMemory:
             f"'{PROG} import-upstream'"
         )
         raise _UsageError(msg)
-    # Read-only open: pass read_only=True here for list/get/search/recall/stats/export
-    # once TdaiMemory.open supports it; `delete` keeps opening for writing.
-    return _open(args, path)
+    return path
 
 
 def _warm_up(memory: TdaiMemory) -> None:
@@ -787,7 +810,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     print(f"copied {source.location} -> {target.location}")
     print(
         f"scopes: {report.scopes}   memories: {report.memories}   messages: {report.messages}   "
-        f"personas: {report.personas}   scenes: {report.scenes}   already there: {report.skipped}"
+        f"personas: {report.personas}   scenes: {report.scenes}   formation state: "
+        f"{report.formation}   already there: {report.skipped}"
     )
     return 0
 
@@ -1094,6 +1118,78 @@ def _cmd_config(args: argparse.Namespace) -> int:
         data = cfg.to_dict(by_alias=args.camel)
     print(json.dumps(data, ensure_ascii=False, indent=2))
     return 0
+
+
+# --------------------------------------------------------------------------------------------
+# extract (memory formation)
+
+
+def _add_extract_command(command: Callable[..., Any]) -> None:
+    p = command(
+        "extract",
+        _cmd_extract,
+        "form L1 memories, scenes and the persona from the recorded conversations with a chat "
+        "model (every scope with pending messages, or the one given by --user/--agent)",
+    )
+    p.add_argument(
+        "--model",
+        metavar="PROVIDER:MODEL",
+        help="chat model for init_chat_model, e.g. openai:gpt-4o-mini (default: "
+        "extraction.model of --config); its LangChain provider package must be installed",
+    )
+    p.add_argument("--session", help="only this session (of the --user/--agent scope)")
+
+
+def _cmd_extract(args: argparse.Namespace) -> int:
+    from langchain_tdai_recall.errors import ConfigError  # noqa: PLC0415
+    from langchain_tdai_recall.memory import TdaiMemory  # noqa: PLC0415
+
+    if args.session and not (args.user or args.agent):
+        msg = "--session needs --user (and --agent, if the session belongs to one)"
+        raise ConfigError(msg)
+    from langchain_tdai_recall.config import TdaiConfig  # noqa: PLC0415
+
+    model = args.model
+    config = TdaiConfig.coerce(args.config)
+    if model is None and config.extraction.model is None:
+        msg = "no chat model: pass --model PROVIDER:MODEL or set extraction.model in --config"
+        raise ConfigError(msg)
+    # this command is the foreground run: no background scheduling next to it
+    config = config.model_copy(
+        update={"pipeline": config.pipeline.model_copy(update={"enabled": False})}
+    )
+    with TdaiMemory.open(
+        _existing_store_path(args),
+        embeddings=_embeddings(args.embeddings),
+        config=config,
+        show_progress=args.progress,
+        extraction_model=model,
+    ) as memory:
+        report = memory.extract(
+            user_id=args.user,
+            agent_id=args.agent,
+            session_key=args.session,
+            all_scopes=not (args.user or args.agent),
+            show_progress=args.progress,
+        )
+    if args.json:
+        _print_json(report)
+    else:
+        decisions = ", ".join(f"{k} {v}" for k, v in report.decisions.items() if v) or "none"
+        scenes = ", ".join(f"{k} {v}" for k, v in report.scenes.items() if v) or "none"
+        print(
+            f"formed {report.windows} window(s) over {report.messages} message(s) in "
+            f"{report.scopes} scope(s), {report.elapsed_ms / 1000:.1f} s\n"
+            f"  memories written:  {report.written} (deleted {report.deleted})\n"
+            f"  decisions:         {decisions}\n"
+            f"  scenes:            {scenes}\n"
+            f"  persona updated:   {'yes' if report.persona_updated else 'no'}\n"
+            f"  model calls:       {report.model_calls} ({report.total_tokens} tokens)\n"
+            f"  still pending:     {report.pending_messages} message(s)"
+        )
+        for error in report.errors:
+            print(f"  failed: {error}")
+    return 0 if report.ok else 1
 
 
 # --------------------------------------------------------------------------------------------

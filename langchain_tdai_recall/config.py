@@ -8,7 +8,7 @@ budget limits; `recall.max_results = 0` and `recall.timeout_ms = 0` keep the ori
 effect (documented on those fields); everything else is switched off with `enabled`.
 
 Every valid configuration of the original plugin loads. Its keys that have no effect here (the
-embedding provider settings, the `extraction`, `persona`, `pipeline`, `bm25`, ... sections) are
+embedding provider settings, the `bm25`, `llm`, `report`, ... sections) are
 listed in `_UPSTREAM_ONLY_KEYS`: they are accepted and named in one INFO log line, never their
 values. A misspelt key of this package is still an error. When a later feature gives one of
 those sections a meaning, its entry in that table is replaced by a real field.
@@ -30,6 +30,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from langchain_tdai_recall.errors import ConfigError
+from langchain_tdai_recall.formation.config import ExtractionConfig, PersonaConfig, PipelineConfig
 from langchain_tdai_recall.types import LanguageSetting, OnError, Strategy
 
 __all__ = [
@@ -51,15 +52,13 @@ DEFAULT_RECALL_TIMEOUT_MS: Final = 5000
 
 _UPSTREAM_ONLY_KEYS: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
     {
-        # top level: sections for memory formation, other backends and reporting
+        # top level: sections for other backends, the original's own LLM runner and reporting
+        # (`extraction`, `pipeline` and `persona` are memory formation's sections here)
         "": frozenset(
             {
                 "bm25",
-                "extraction",
                 "llm",
                 "offload",
-                "persona",
-                "pipeline",
                 "report",
                 "storeBackend",
                 "tcvdb",
@@ -94,7 +93,12 @@ top level; a key names a whole section there). They are accepted, and one INFO l
 gains a meaning: replace its entry here with a field holding a real config model."""
 
 _UPSTREAM_MOVED_KEYS: Final[Mapping[tuple[str, str], tuple[str, str]]] = MappingProxyType(
-    {("persona", "maxScenes"): ("recall", "max_scenes")}
+    {
+        # the scene limit also bounds the scene navigation (persona.max_scenes keeps it too)
+        ("persona", "maxScenes"): ("recall", "max_scenes"),
+        # consolidation candidates per new memory are an extraction setting here
+        ("embedding", "conflictRecallTopK"): ("extraction", "candidate_top_k"),
+    }
 )
 """Original keys whose setting lives in another section here: (section, key) -> (section, field).
 Used when the destination is not set explicitly."""
@@ -309,6 +313,13 @@ class ToolsConfig(_ConfigModel):
     """Register the tools in the middleware."""
     max_calls_per_turn: int = Field(default=3, ge=1, le=50)
     """Combined cap on `tdai_memory_search` and `tdai_conversation_search` calls per turn."""
+    manage_memory: bool = False
+    """Also register `tdai_manage_memory`, with which the agent remembers, corrects or forgets
+    memories of its own scope (memory formation's consolidation decides how a new memory is
+    stored). Off by default."""
+    max_manage_calls_per_turn: int = Field(default=3, ge=1, le=50)
+    """Cap on `tdai_manage_memory` calls per turn, counted like the search cap but apart from
+    it."""
     min_score: float = Field(default=0.03, ge=0.0, le=1.0)
     """Relevance floor of the agent's own searches (the memory tools, `search_memories`,
     `search_conversations`): they return the best-ranked hits the agent asked for above this
@@ -367,6 +378,12 @@ class TdaiConfig(_ConfigModel):
     """L0 capture."""
     store: StoreConfig = Field(default_factory=StoreConfig)
     """Storage."""
+    extraction: ExtractionConfig = Field(default_factory=ExtractionConfig)
+    """Memory formation: extraction and consolidation (upstream `extraction.*`)."""
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    """Memory formation: scheduling (upstream `pipeline.*`)."""
+    persona: PersonaConfig = Field(default_factory=PersonaConfig)
+    """Memory formation: scenes and persona (upstream `persona.*`)."""
     timezone: str = "system"
     """Zone in which activity times are shown: `system`, an IANA name or `±HH:MM`. An unknown
     zone is used as `system`, with one warning, as the original plugin did."""

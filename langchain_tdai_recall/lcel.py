@@ -11,6 +11,15 @@ latest human message. The scope comes from `config["configurable"]` (`user_id`, 
 `create_tool_calling_agent`: the wrapper's `bind_tools(...)` (and its own `invoke`/`stream`)
 run the recall step before every model call.
 
+L0 capture (the conversation memory formation forms memories from) needs the turn's answer,
+which only the model call sees. The model `wrap_model` returns therefore records each turn once
+it is answered, as the agent middleware does: the latest human message as typed and the answer,
+handed to the store's background writer (`capture.enabled`, or `capture=` here). An answer that
+asks for tools does not end the turn and is not recorded, so an agent loop records its turn
+once, with its final answer. The `as_runnable()` step runs before the model and never sees an
+answer, so it records nothing: use `wrap_model`, or call `memory.record_messages` after the
+chain.
+
 A thin adapter over `langchain_tdai_recall._turn` (identity, recall under the failure policy,
 injection). It imports `langchain_core` only, never `langchain.agents` or `langgraph`.
 """
@@ -48,6 +57,7 @@ from langchain_tdai_recall._turn import (
     ScopeResolver,
     TurnIdentity,
     arun_recall,
+    capture_turn,
     inject_messages,
     latest_human_index,
     message_text,
@@ -197,6 +207,85 @@ def create_recall_runnable(
     return RecallRunnable(memory, resolver, tools_guide=tools_guide)
 
 
+def _turn_text(value: object) -> str:
+    """The text of the turn's human message in a model input (empty when there is none)."""
+    try:
+        messages = _to_messages(value)
+    except (ConfigError, ValueError, TypeError, NotImplementedError):
+        return ""
+    index = latest_human_index(messages)
+    return message_text(messages[index] if index is not None else None)
+
+
+def _final_text(answer: object) -> str | None:
+    """The text of a model answer that ends the turn; `None` when it asks for tools."""
+    if not isinstance(answer, AIMessage):
+        return None
+    if answer.tool_calls or (isinstance(answer, AIMessageChunk) and answer.tool_call_chunks):
+        return None
+    return message_text(answer)
+
+
+class _TurnCapture:
+    """Records a turn to L0 once the wrapped model answered it (see the module docstring)."""
+
+    def __init__(self, memory: TdaiMemory, resolver: ScopeResolver) -> None:
+        self.memory = memory
+        self.resolver = resolver
+
+    def record(self, value: object, answer: object, config: RunnableConfig | None) -> None:
+        """Hand the turn to L0 capture when `answer` ends it; never raises."""
+        text = _final_text(answer)
+        if text is None:
+            return
+        try:
+            identity = self.resolver.resolve(None, ensure_config(config).get("configurable"))
+        except Exception as exc:  # the recall step of this call resolved the same scope
+            logger.warning("L0 capture skipped: %s", type(exc).__name__)
+            return
+        capture_turn(self.memory, identity, human=_turn_text(value), answer=text)
+
+
+class _CapturedCall(Runnable[Any, Any]):
+    """`inner` (the recall step, then the model), then L0 capture of the answer."""
+
+    def __init__(self, inner: Runnable[Any, Any], capture: _TurnCapture) -> None:
+        self.inner = inner
+        self.capture = capture
+
+    @override
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        out = self.inner.invoke(input, config, **kwargs)
+        self.capture.record(input, out, config)
+        return out
+
+    @override
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        out = await self.inner.ainvoke(input, config, **kwargs)
+        self.capture.record(input, out, config)
+        return out
+
+    @override
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
+        final: Any = None
+        for chunk in self.inner.stream(input, config, **kwargs):
+            final = chunk if final is None else final + chunk
+            yield chunk
+        self.capture.record(input, final, config)
+
+    @override
+    async def astream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        final: Any = None
+        async for chunk in self.inner.astream(input, config, **kwargs):
+            final = chunk if final is None else final + chunk
+            yield chunk
+        self.capture.record(input, final, config)
+
+
 class RecallChatModel(BaseChatModel):
     """A chat model that runs the recall step before every call; see `wrap_model`."""
 
@@ -206,6 +295,20 @@ class RecallChatModel(BaseChatModel):
     """The wrapped chat model."""
     recall: RecallRunnable = Field(exclude=True)
     """The recall step run before every call."""
+    capture: bool = Field(default=False, exclude=True)
+    """Record each answered turn to L0 (see the module docstring)."""
+
+    def _captured(self, runnable: Runnable[Any, Any]) -> Runnable[Any, Any]:
+        if not self.capture:
+            return runnable
+        return _CapturedCall(runnable, _TurnCapture(self.recall.memory, self.recall.resolver))
+
+    def _record(
+        self, messages: list[BaseMessage], result: ChatResult, config: RunnableConfig
+    ) -> None:
+        if self.capture and result.generations:
+            capture = _TurnCapture(self.recall.memory, self.recall.resolver)
+            capture.record(messages, result.generations[0].message, config)
 
     @property
     @override
@@ -223,7 +326,7 @@ class RecallChatModel(BaseChatModel):
         if stop is not None:
             kwargs = {**kwargs, "stop": stop}
         model: Runnable[Any, BaseMessage] = self.model.bind(**kwargs) if kwargs else self.model
-        return self.recall | model
+        return self._captured(self.recall | model)
 
     @override
     def bind_tools(
@@ -244,7 +347,7 @@ class RecallChatModel(BaseChatModel):
         names = {getattr(t, "name", None) for t in tools}
         names |= {t.get("name") for t in tools if isinstance(t, dict)}
         recall = self.recall.with_tools_guide(bool(names & MEMORY_TOOL_NAMES))
-        return cast("Runnable[LanguageModelInput, AIMessage]", recall | bound)
+        return cast("Runnable[LanguageModelInput, AIMessage]", self._captured(recall | bound))
 
     @override
     def with_structured_output(self, schema: Any, **kwargs: Any) -> Runnable[Any, Any]:
@@ -309,8 +412,11 @@ class RecallChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        injected = self.recall.invoke(messages, ensure_config())
-        return self.model._generate(injected, stop=stop, run_manager=run_manager, **kwargs)
+        config = ensure_config()
+        injected = self.recall.invoke(messages, config)
+        result = self.model._generate(injected, stop=stop, run_manager=run_manager, **kwargs)
+        self._record(messages, result, config)
+        return result
 
     @override
     async def _agenerate(
@@ -320,8 +426,11 @@ class RecallChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        injected = await self.recall.ainvoke(messages, ensure_config())
-        return await self.model._agenerate(injected, stop=stop, run_manager=run_manager, **kwargs)
+        config = ensure_config()
+        injected = await self.recall.ainvoke(messages, config)
+        result = await self.model._agenerate(injected, stop=stop, run_manager=run_manager, **kwargs)
+        self._record(messages, result, config)
+        return result
 
 
 def wrap_model(
@@ -332,8 +441,12 @@ def wrap_model(
     agent_id: str | None = None,
     session_key: str | None = None,
     require_user_id: bool = False,
+    capture: bool | None = None,
 ) -> RecallChatModel:
     """Wrap a chat model so that every call, and every `bind_tools(...)` result, recalls first.
+
+    Each answer that ends a turn (it asks for no tool) records the turn to L0: the latest human
+    message as typed and the answer, in the background, like the agent middleware.
 
     Args:
         memory: The store to recall from.
@@ -342,6 +455,8 @@ def wrap_model(
         agent_id: Agent when `configurable` names none.
         session_key: Session when `configurable` names none.
         require_user_id: Raise `ScopeError` instead of using the default user.
+        capture: Record answered turns to L0; `None` follows `capture.enabled`. Pass `False`
+            when something else records the turns (`ExecutorMemory` does).
 
     Returns:
         The wrapped model.
@@ -352,6 +467,9 @@ def wrap_model(
     if not isinstance(cast("object", model), BaseChatModel):
         msg = f"wrap_model needs a LangChain chat model, got {type(model).__name__}"
         raise ConfigError(msg)
+    if capture is not None and not isinstance(cast("object", capture), bool):
+        msg = f"capture must be True, False or None, got {capture!r}"
+        raise ConfigError(msg)
     recall = create_recall_runnable(
         memory,
         user_id=user_id,
@@ -359,4 +477,5 @@ def wrap_model(
         session_key=session_key,
         require_user_id=require_user_id,
     )
-    return RecallChatModel(model=model, recall=recall)
+    enabled = memory.config.capture.enabled if capture is None else capture
+    return RecallChatModel(model=model, recall=recall, capture=enabled)

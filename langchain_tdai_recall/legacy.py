@@ -116,32 +116,43 @@ class ExecutorMemory:
         self.budget: Final = TurnScopedBudget(
             memory.config.tools.max_calls_per_turn, hint=_TURN_HINT
         )
+        self.manage_budget: Final = TurnScopedBudget(
+            memory.config.tools.max_manage_calls_per_turn, hint=_TURN_HINT
+        )
+        """The per-turn budget of `tdai_manage_memory` (registered when
+        `tools.manage_memory`), reset with the search budget every turn."""
         self.capture: Final = memory.config.capture.enabled if capture is None else capture
         self.tools: Final[list[BaseTool]] = create_memory_tools(
-            memory, budget=self.budget, resolver=resolver
+            memory, budget=self.budget, resolver=resolver, manage_budget=self.manage_budget
         )
 
     def wrap_model(self, model: BaseChatModel) -> RecallChatModel:
-        """The chat model with recall in this conversation's scope before every call."""
+        """The chat model with recall in this conversation's scope before every call.
+
+        It records nothing itself: the turn wrapper records each turn (`record_turn`).
+        """
         return wrap_model(
             self.memory,
             model,
             user_id=self.user_id,
             agent_id=self.agent_id,
             session_key=self.session_key,
+            capture=False,
         )
 
     @contextmanager
     def turn(self) -> Iterator[ToolBudget]:
-        """Run one turn: the search budget starts from zero.
+        """Run one turn: the search budget (and `manage_budget`) start from zero.
 
         Yields:
-            The budget, to read `used` and `blocked` afterwards.
+            The search budget, to read `used` and `blocked` afterwards.
         """
         self.budget.open_turn()
+        self.manage_budget.open_turn()
         try:
             yield self.budget
         finally:
+            self.manage_budget.close_turn()
             self.budget.close_turn()
 
     def wrap_executor(

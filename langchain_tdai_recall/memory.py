@@ -2,14 +2,16 @@
 
 The facade validates every call (`_records`), resolves its scope, and delegates: storage to a
 backend (`stores.base.BaseMemoryStore`: a local directory, or PostgreSQL), ranking to `recall`,
-vector upkeep to `_embedder.VectorUpkeep` and the capture of finished turns to
-`_writer.TurnWriter`. It holds a lifecycle state that every public
-call checks: after `close()` each of them raises `StoreClosedError`.
+vector upkeep to `_embedder.VectorUpkeep`, the capture of finished turns to `_writer.TurnWriter`,
+and memory formation (with a chat model) to `formation.scheduler.FormationScheduler`, which the
+writer notifies after each captured turn (`_after_capture`). It holds a lifecycle state that
+every public call checks: after `close()` each of them raises `StoreClosedError`.
 
 Writes never wait for the embedder: they are durable and keyword-searchable when they return,
 and vectors follow on a background thread. `close()` waits a bounded time (`close_timeout`,
-5 s by default) for queued turns and pending vectors, and runs at interpreter exit for stores
-left open; no thread of a store ever delays process exit.
+5 s by default) for queued turns and pending vectors, and forms what is pending within
+`pipeline.close_timeout_seconds`; it runs at interpreter exit for stores left open, and no
+thread of a store ever delays process exit beyond those bounds.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from langchain_tdai_recall.types import (
     MemoryHit,
     MemoryRecord,
     MemoryType,
+    MemoryVersion,
     MessageHit,
     MessageRecord,
     RecallResult,
@@ -68,12 +71,17 @@ from langchain_tdai_recall.types import (
 )
 
 if TYPE_CHECKING:
+    from langchain_core.callbacks import Callbacks
     from langchain_core.documents import BaseDocumentCompressor
     from langchain_core.language_models import BaseChatModel
+    from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool
 
     from langchain_tdai_recall._embedder import VectorUpkeep
     from langchain_tdai_recall._turn import ToolBudget
+    from langchain_tdai_recall.formation.report import ExtractionReport
+    from langchain_tdai_recall.formation.scheduler import FormationScheduler
+    from langchain_tdai_recall.formation.tool import MemoryManager
     from langchain_tdai_recall.lcel import RecallChatModel, RecallRunnable
     from langchain_tdai_recall.middleware import OnTurn, TdaiRecallMiddleware
 
@@ -93,21 +101,31 @@ _MAX_CLOSE_TIMEOUT_S: Final = 3600.0
 
 def _shutdown(
     writer: TurnWriter,
+    formation: list[FormationScheduler],
     upkeep: VectorUpkeep | None,
     store: BaseMemoryStore,
     pools: tuple[DaemonExecutor, ...],
+    *,
     timeout: float,
+    formation_timeout: float,
 ) -> None:
-    """Stop a store's background work within `timeout` seconds and release it.
+    """Stop a store's background work and release it.
 
-    Runs from `close()`, or, for a store nobody closed, when it is garbage-collected or the
-    interpreter exits (`weakref.finalize`). It holds no reference to the `TdaiMemory`.
+    In order: queued turns are written (the writer), what is pending is formed (formation, at
+    most `formation_timeout` seconds, so it sees every turn), and rows still without a vector
+    are embedded (the upkeep); the writer and the upkeep share `timeout` seconds. Runs from
+    `close()`, or, for a store nobody closed, when it is garbage-collected or the interpreter
+    exits (`weakref.finalize`). It holds no reference to the `TdaiMemory` (`formation` is a slot
+    holding its scheduler, once started).
     """
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
     try:
         writer.close(timeout)
+        spent = time.monotonic() - started
+        if formation:
+            formation[0].close(formation_timeout)
         if upkeep is not None:
-            left = deadline - time.monotonic() if store.durable else 0.0
+            left = timeout - spent if store.durable else 0.0
             upkeep.stop(max(left, 0.0))
     finally:
         for pool in pools:
@@ -205,6 +223,16 @@ def _open_backend(
     )
 
 
+def _nothing() -> None:
+    """A callback with nothing to do."""
+
+
+def _has_explicit_id(data: object) -> bool:
+    if isinstance(data, MemoryRecord):
+        return bool(data.id)
+    return isinstance(data, Mapping) and bool(data.get("id"))
+
+
 class TdaiMemory:
     """Layered long-term memory with automatic recall for LangChain agents.
 
@@ -272,15 +300,26 @@ class TdaiMemory:
             )
             self._upkeep.start()
         self._writer = TurnWriter(*_writer_callbacks(self, store, self._upkeep))
+        self._manager: MemoryManager | None = None
+        self._formation_slot: list[FormationScheduler] = []
+        """Memory formation's scheduler once `_start_formation` built it (a slot, so the
+        finalizer can reach it without holding this object)."""
         self._finalizer = weakref.finalize(
             self,
             _shutdown,
             self._writer,
+            self._formation_slot,
             self._upkeep,
             store,
             (self._recall_pool, self._embed_pool, self._rerank_pool),
-            self._close_timeout,
+            timeout=self._close_timeout,
+            formation_timeout=config.pipeline.close_timeout_seconds,
         )
+
+    @property
+    def _formation(self) -> FormationScheduler | None:
+        """The formation scheduler, or `None` without a chat model."""
+        return self._formation_slot[0] if self._formation_slot else None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -295,6 +334,8 @@ class TdaiMemory:
         read_only: bool = False,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT_S,
         reranker: BaseDocumentCompressor | None = None,
+        extraction_model: BaseChatModel | str | None = None,
+        extraction_callbacks: Callbacks = None,
     ) -> Self:
         """Open (creating on first use) a memory store.
 
@@ -318,12 +359,20 @@ class TdaiMemory:
             read_only: Open an existing store for searching and recall only (also in a
                 directory this process cannot write); every write raises `StoreReadOnlyError`.
             close_timeout: Longest time in seconds `close()` waits for captured turns and
-                pending vectors (0..3600, default 5).
+                pending vectors (0..3600, default 5); formation has its own bound
+                (`pipeline.close_timeout_seconds`).
             reranker: Any LangChain `BaseDocumentCompressor` (a cross-encoder, a hosted
                 reranker, an LLM) that reorders and selects recall's candidates within the
                 recall time budget; its selection replaces the relevance threshold, and when it
                 fails or times out recall falls back to the fused order with a warning. Recall
                 only: searches and tools are not reranked.
+            extraction_model: A LangChain chat model (or a `provider:model` string for
+                `init_chat_model`) that forms memories from the recorded conversations in the
+                background (see "Memory formation" in the README). Default: the
+                `extraction.model` setting; without either, nothing is formed. Needs a
+                writable store.
+            extraction_callbacks: LangChain callbacks for background formation runs: they
+                receive the `tdai_extraction` event and the model calls.
 
         Raises:
             ConfigError: If an argument is invalid.
@@ -369,6 +418,11 @@ class TdaiMemory:
             store.close()
             raise
         memory._warm_up()
+        try:
+            memory._start_formation(extraction_model, extraction_callbacks)
+        except BaseException:
+            memory.close()
+            raise
         return memory
 
     def _warm_up(self) -> None:
@@ -418,14 +472,27 @@ class TdaiMemory:
             self._closed = True
         if self._finalizer.detach() is not None:  # not already run by garbage collection
             pools = (self._recall_pool, self._embed_pool, self._rerank_pool)
-            _shutdown(self._writer, self._upkeep, self._store, pools, budget)
+            forming = self.config.pipeline.close_timeout_seconds
+            if timeout is not None:
+                forming = min(forming, budget)
+            _shutdown(
+                self._writer,
+                self._formation_slot,
+                self._upkeep,
+                self._store,
+                pools,
+                timeout=budget,
+                formation_timeout=forming,
+            )
 
     def flush(self, *, timeout: float | None = None) -> bool:
         """Wait until the background work accepted so far is done.
 
-        That is: every captured turn is written, and one pass over the rows waiting for a
-        vector has run (rows whose embedding failed are retried once more). Returns `False`
-        when `timeout` seconds passed first.
+        In order: every captured turn is written; with a chat model, everything pending in
+        every scope is formed (as `extract(all_scopes=True)` does; a failed window stays
+        pending and is retried later, see the `tdai_extraction` event or `extract()` for a
+        report); and one pass over the rows waiting for a vector has run (rows whose embedding
+        failed are retried once more). Returns `False` when `timeout` seconds passed first.
         """
         self._check_open()
         if timeout is not None:
@@ -433,6 +500,13 @@ class TdaiMemory:
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._writer.flush(timeout):
             return False
+        formation = self._formation
+        if formation is not None:
+            report = formation.extract(
+                formation.pending_targets(), reason="flush", deadline=deadline
+            )
+            if deadline is not None and time.monotonic() >= deadline and report.pending_messages:
+                return False
         if self._upkeep is None:
             return True
         left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
@@ -591,15 +665,26 @@ class TdaiMemory:
         """Store many L1 memories in one scope.
 
         Every record is validated before anything is written, so a bad record loses nothing.
-        A record's own `user_id`/`agent_id` are ignored: the scope is the call's. The memories
-        are durable and keyword-searchable when this returns; vectors follow in the background
-        (`flush()` or `reindex()` wait for them).
+        A record's own `user_id`/`agent_id` are ignored: the scope is the call's. A record
+        without an `id` whose text exactly duplicates a memory of the scope (same text after
+        normalising case, width, whitespace and final punctuation) is not stored again: the
+        existing memory is returned in its place. A given `id` is always written (an update
+        keeps the replaced version in `history(id)`). The memories are durable and
+        keyword-searchable when this returns; vectors follow in the background (`flush()` or
+        `reindex()` wait for them).
         """
         scope = self.scope(user_id, agent_id)
         _check_flag("show_progress", show_progress, optional=True)
-        prepared = memory_records(records, scope, now_iso())
+        given: object = records
+        if isinstance(records, Iterable) and not isinstance(
+            records, str | bytes | Mapping | MemoryRecord
+        ):
+            given = list(records)
+        prepared = memory_records(given, scope, now_iso())
         if not prepared:
             return []
+        # exact duplicates (memory formation): records without an id never pile up
+        dedupe = [not _has_explicit_id(r) for r in cast("list[object]", given)]
         from langchain_tdai_recall._progress import progress  # noqa: PLC0415
 
         stored: list[MemoryRecord] = []
@@ -613,7 +698,8 @@ class TdaiMemory:
             with progress(len(prepared), desc="adding memories", enabled=show) as bar:
                 for start in range(0, len(prepared), chunk):
                     part = prepared[start : start + chunk]
-                    stored += self._store.put_memories(scope, part)
+                    flags = dedupe[start : start + chunk]
+                    stored += self._store.put_memories(scope, part, dedupe=flags)
                     bar.update(len(part))
         finally:
             if stored:
@@ -691,6 +777,9 @@ class TdaiMemory:
         kept = self._store.put_messages(scope, prepared)
         if kept:
             self._wake_upkeep()
+            # A call is one turn for memory formation (an empty one is none, G-X20); turns the
+            # agent adapters capture are counted by the background writer instead.
+            self._after_capture(scope, prepared[0].session_key)
         return kept
 
     def _capture_turn(
@@ -722,11 +811,20 @@ class TdaiMemory:
             logger.warning("L0 capture failed: %s", type(exc).__name__)
 
     def _after_capture(self, scope: Scope, session_key: str) -> None:
-        """Called by the background writer after each captured turn is stored.
+        """Count one stored turn for memory formation; never raises.
 
-        A no-op today. Background memory formation schedules its work from here: it runs on
-        the writer's thread, so it must only hand work off and return quickly.
+        Called by the background writer after each captured turn, and by `record_messages`
+        after each call that stored a message (every N turns, warm-up, idle timer). It only puts
+        the turn on the formation scheduler's queue, so it costs the writer's thread nothing
+        measurable.
         """
+        formation = self._formation
+        if formation is None:
+            return
+        try:
+            formation.notify(scope, session_key)
+        except Exception as exc:  # formation must never fail a turn
+            logger.warning("memory formation could not count a turn: %s", type(exc).__name__)
 
     # -- L2 / L3 ------------------------------------------------------------------------------
 
@@ -1254,6 +1352,183 @@ class TdaiMemory:
             show_progress=show_progress,
         )
 
+    # -- memory formation (formation/) ---------------------------------------------------------
+
+    def _start_formation(self, model: BaseChatModel | str | None, callbacks: Callbacks) -> None:
+        """Build the formation scheduler when a chat model is configured, and resume work."""
+        cfg = self.config
+        chosen = model if model is not None else cfg.extraction.model
+        if chosen is None or not cfg.extraction.enabled:
+            return
+        if self._store.read_only:
+            if model is not None:
+                msg = (
+                    "extraction_model needs a writable store: memory formation writes memories; "
+                    "open the store without read_only=True to form memories"
+                )
+                raise ConfigError(msg)
+            logger.info("memory formation is off: this store was opened read-only")
+            return
+        from langchain_tdai_recall.formation._llm import resolve_chat_model  # noqa: PLC0415
+        from langchain_tdai_recall.formation.pipeline import FormationEngine  # noqa: PLC0415
+        from langchain_tdai_recall.formation.scheduler import (  # noqa: PLC0415
+            FormationScheduler,
+        )
+
+        engine = FormationEngine(
+            store=self._store,
+            searcher=self._searcher,
+            config=cfg,
+            upkeep=self._upkeep,
+            model=resolve_chat_model(chosen),
+            scene_model=resolve_chat_model(cfg.persona.model) if cfg.persona.model else None,
+            callbacks=callbacks,
+        )
+        self._formation_slot.append(FormationScheduler(engine))
+        self._formation_slot[0].resume()
+
+    def _memory_manager(self) -> MemoryManager:
+        """The writer behind `tdai_manage_memory` (built once, on first use)."""
+        self._check_open()
+        with self._state_lock:
+            if self._manager is None:
+                from langchain_tdai_recall.formation.tool import MemoryManager  # noqa: PLC0415
+
+                formation = self._formation
+                self._manager = MemoryManager(
+                    store=self._store,
+                    searcher=self._searcher,
+                    config=self.config,
+                    caller=formation.engine.caller if formation is not None else None,
+                    wake_upkeep=self._upkeep.wake if self._upkeep is not None else _nothing,
+                )
+            return self._manager
+
+    def _require_formation(self) -> FormationScheduler:
+        self._check_open()
+        formation = self._formation
+        if formation is None:
+            msg = (
+                "memory formation needs a chat model: open the store with "
+                "TdaiMemory.open(path, extraction_model=model) (or set extraction.model), and "
+                "keep extraction.enabled true"
+            )
+            raise ConfigError(msg)
+        return formation
+
+    def extract(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_key: str | None = None,
+        all_scopes: bool = False,
+        show_progress: bool | None = None,
+        config: RunnableConfig | None = None,
+    ) -> ExtractionReport:
+        """Form memories now from every recorded message past the extraction cursors.
+
+        Runs in the calling thread and waits for the model (a background run of the same
+        scope finishes first). Turns the agent adapters captured are written first. Failed
+        windows keep their messages for a later retry; they are reported, not raised.
+
+        Args:
+            user_id: The scope's user (`None`: the default user).
+            agent_id: The scope's agent.
+            session_key: Only this session of the scope.
+            all_scopes: Every scope with pending messages (an administrative call; `user_id`,
+                `agent_id` and `session_key` are then ignored).
+            show_progress: Progress bar over the pending messages (`None`: only on a terminal).
+            config: A `RunnableConfig` (callbacks, tags) for the run.
+
+        Returns:
+            What was formed: windows, decisions, scene edits, token usage, errors.
+
+        Raises:
+            ConfigError: If no chat model is configured.
+        """
+        formation = self._require_formation()
+        _check_flag("all_scopes", all_scopes)
+        _check_flag("show_progress", show_progress, optional=True)
+        check_optional_str("session_key", session_key)
+        scope = self.scope(user_id, agent_id)
+        self._writer.flush()
+        records = formation.engine.records
+        if all_scopes:
+            targets = formation.pending_targets()
+        else:
+            scope_id = records.scope_id(scope)
+            targets = [] if scope_id is None else [(scope_id, scope)]
+        from langchain_tdai_recall._progress import progress  # noqa: PLC0415
+
+        key = None if all_scopes else session_key
+        total = sum(p.messages for sid, _ in targets for p in records.pending(sid, key))
+        with progress(total, desc="forming memories", enabled=show_progress) as bar:
+            return formation.extract(targets, session_key=key, config=config, progress=bar.update)
+
+    async def aextract(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_key: str | None = None,
+        all_scopes: bool = False,
+        show_progress: bool | None = None,
+        config: RunnableConfig | None = None,
+    ) -> ExtractionReport:
+        """Async version of `extract`."""
+        return await _in_thread(
+            self.extract,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_key=session_key,
+            all_scopes=all_scopes,
+            show_progress=show_progress,
+            config=config,
+        )
+
+    def end_session(
+        self, session_key: str, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> None:
+        """Tell formation a session ended: its pending turns are formed now, in the background.
+
+        Does nothing without a chat model. Never waits for the model or the database.
+        """
+        scope = self.scope(user_id, agent_id)
+        if not isinstance(cast("object", session_key), str):
+            msg = f"session_key must be a string, got {type(session_key).__name__}"
+            raise ConfigError(msg)
+        formation = self._formation
+        if formation is not None:
+            formation.end_session(scope, clean_text(session_key))
+
+    async def aend_session(
+        self, session_key: str, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> None:
+        """Async version of `end_session`."""
+        self.end_session(session_key, user_id=user_id, agent_id=agent_id)
+
+    def history(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> list[MemoryVersion]:
+        """Every version of a memory of the scope, oldest first.
+
+        Updates, merges and deletions (by formation, the memory tool or the API) keep the
+        replaced version; the last item is the current memory unless it was deleted or merged
+        into another one (`change="merged"`, `related_ids` names the survivor).
+        """
+        scope = self.scope(user_id, agent_id)
+        if not isinstance(cast("object", memory_id), str):
+            msg = f"memory_id must be a string, got {type(memory_id).__name__} {memory_id!r}"
+            raise ConfigError(msg)
+        return self._store.memory_history(scope, memory_id)
+
+    async def ahistory(
+        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> list[MemoryVersion]:
+        """Async version of `history`."""
+        return await _in_thread(self.history, memory_id, user_id=user_id, agent_id=agent_id)
+
     # -- integrations -------------------------------------------------------------------------
 
     def middleware(
@@ -1309,6 +1584,8 @@ class TdaiMemory:
     ) -> list[BaseTool]:
         """The memory tools: `tdai_memory_search`, `tdai_conversation_search`, `tdai_read_scene`.
 
+        With `tools.manage_memory` set, `tdai_manage_memory` (memory formation) comes fourth.
+
         Args:
             user_id: User of the scope when a call names none (executors that pass no config to
                 tools need it); `None` uses the store's default user.
@@ -1320,7 +1597,7 @@ class TdaiMemory:
                 agent or kept per parent run elsewhere.
 
         Returns:
-            The three tools, always in this order.
+            The three tools, always in this order (then `tdai_manage_memory`, when enabled).
 
         Raises:
             ConfigError: If an argument is invalid (`ScopeError` for a bad id).
@@ -1383,8 +1660,13 @@ class TdaiMemory:
         agent_id: str | None = None,
         session_key: str | None = None,
         require_user_id: bool = False,
+        capture: bool | None = None,
     ) -> RecallChatModel:
         """A chat model whose `bind_tools(...)` result injects recall before every call.
+
+        An answer that ends a turn (it asks for no tool) records the turn to L0 in the
+        background (the human text as typed and the answer), like the agent middleware, so
+        memory formation learns from chains too.
 
         Args:
             model: The chat model to wrap.
@@ -1393,6 +1675,7 @@ class TdaiMemory:
             agent_id: Agent when `configurable` names none.
             session_key: Session when `configurable` names none.
             require_user_id: Raise `ScopeError` instead of falling back to the default user.
+            capture: Record answered turns to L0; `None` follows `capture.enabled`.
 
         Returns:
             The wrapped model.
@@ -1410,6 +1693,7 @@ class TdaiMemory:
             agent_id=agent_id,
             session_key=session_key,
             require_user_id=require_user_id,
+            capture=capture,
         )
 
     def import_upstream(

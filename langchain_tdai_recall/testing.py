@@ -5,6 +5,8 @@
 - `SlowEmbeddings` / `FailingEmbeddings`: wrap an embedder to be slow or to fail, for testing
   timeouts and degradation.
 - `FakeToolCallingChatModel`: a scripted chat model that supports `bind_tools`.
+- `ScriptedFormationModel`: a chat model that answers memory-formation calls (extraction,
+  consolidation, scenes, persona) from Python functions, with useful defaults.
 """
 
 from __future__ import annotations
@@ -19,8 +21,27 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from langchain_tdai_recall._fake_chat import FakeToolCallingChatModel
+from langchain_tdai_recall._fake_formation import (
+    ConsolidationRequest,
+    FormationCall,
+    FormationWindow,
+    PersonaRequest,
+    SceneRequest,
+    ScriptedFormationModel,
+)
 
-__all__ = ["FailingEmbeddings", "FakeToolCallingChatModel", "HashEmbeddings", "SlowEmbeddings"]
+__all__ = [
+    "ConsolidationRequest",
+    "FailingEmbeddings",
+    "FakeToolCallingChatModel",
+    "FormationCall",
+    "FormationWindow",
+    "HashEmbeddings",
+    "PersonaRequest",
+    "SceneRequest",
+    "ScriptedFormationModel",
+    "SlowEmbeddings",
+]
 
 _FEATURE_RE: Final = re.compile(r"[\u3400-\u9fff\uac00-\ud7af\u3040-\u30ff]|[^\W_]+")
 

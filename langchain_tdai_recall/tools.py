@@ -38,6 +38,7 @@ from langchain_tdai_recall._turn import (
     BUDGET_EXHAUSTED_MESSAGE,
     CAPPED_TOOL_NAMES,
     CONVERSATION_SEARCH_TOOL,
+    MANAGE_MEMORY_TOOL,
     MEMORY_SEARCH_TOOL,
     READ_SCENE_TOOL,
     TOOL_FAILED_MESSAGE,
@@ -398,6 +399,8 @@ class _MemoryToolBase(BaseTool):
     run_budgets: RunBudgets = Field(exclude=True)
     """Budgets per parent run, used without graph state and without `budget`."""
     capped: bool = Field(default=False, exclude=True)
+    budget_message: str = Field(default=BUDGET_EXHAUSTED_MESSAGE, exclude=True)
+    """What a call refused by the budget answers (`{limit}` is filled in)."""
 
     def _steps(self, identity: TurnIdentity, args: Mapping[str, Any]) -> _Steps:
         raise NotImplementedError
@@ -417,7 +420,7 @@ class _MemoryToolBase(BaseTool):
         )
         if self.capped and not self._grant(args, runtime, run_manager, config):
             logger.info("%s refused: per-turn budget of %d used up", self.name, self._limit())
-            raise ToolException(BUDGET_EXHAUSTED_MESSAGE.format(limit=self._limit()))
+            raise ToolException(self.budget_message.format(limit=self._limit()))
         return self._steps(identity, args)
 
     def _grant(
@@ -654,8 +657,13 @@ def create_memory_tools(
     require_user_id: bool = False,
     budget: ToolBudget | None = None,
     resolver: ScopeResolver | None = None,
+    manage_budget: ToolBudget | None = None,
 ) -> list[BaseTool]:
     """Build `tdai_memory_search`, `tdai_conversation_search` and `tdai_read_scene`.
+
+    With `tools.manage_memory` set in the store's config, the optional agent-writable
+    `tdai_manage_memory` (memory formation, `langchain_tdai_recall.formation.tool`) comes
+    fourth; its calls have their own per-turn cap, `tools.max_manage_calls_per_turn`.
 
     The tools read the caller's scope only. The scope comes from `runtime.context`, then
     `config["configurable"]` (`user_id`, `agent_id`), then `user_id`/`agent_id` given here, then
@@ -672,9 +680,10 @@ def create_memory_tools(
             the budget is derived from the graph state (agents) or kept per parent run.
         resolver: Share identity resolution with a middleware (internal; overrides the
             identity arguments).
+        manage_budget: Like `budget`, for `tdai_manage_memory` (when it is registered).
 
     Returns:
-        The three tools, always in this order.
+        The three tools, always in this order, then `tdai_manage_memory` when enabled.
 
     Raises:
         ConfigError: If an argument is invalid.
@@ -690,9 +699,10 @@ def create_memory_tools(
         print(search.invoke({"query": "seat preference"}))
         ```
     """
-    if budget is not None and not isinstance(cast("object", budget), ToolBudget):
-        msg = f"budget must be a ToolBudget, got {type(budget).__name__}"
-        raise ConfigError(msg)
+    for field_name, given in (("budget", budget), ("manage_budget", manage_budget)):
+        if given is not None and not isinstance(cast("object", given), ToolBudget):
+            msg = f"{field_name} must be a ToolBudget, got {type(given).__name__}"
+            raise ConfigError(msg)
     limit = memory.config.tools.max_calls_per_turn if budget is None else budget.limit
     scopes = resolver or ScopeResolver.for_memory(
         memory,
@@ -708,7 +718,7 @@ def create_memory_tools(
         "state_budget": search_budget(limit),
         "run_budgets": RunBudgets(limit),
     }
-    return [
+    tools: list[BaseTool] = [
         _MemorySearchTool(
             description=_MEMORY_SEARCH_DESCRIPTION.format(limit=limit),
             handle_validation_error=_validation_handler(MEMORY_SEARCH_TOOL),
@@ -725,3 +735,15 @@ def create_memory_tools(
             **shared,
         ),
     ]
+    if memory.config.tools.manage_memory:
+        from langchain_tdai_recall.formation.tool import build_manage_tool  # noqa: PLC0415
+
+        tools.append(
+            build_manage_tool(
+                memory,
+                resolver=scopes,
+                budget=manage_budget,
+                validation_handler=_validation_handler(MANAGE_MEMORY_TOOL),
+            )
+        )
+    return tools

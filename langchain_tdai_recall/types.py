@@ -14,6 +14,7 @@ __all__ = [
     "MemoryHit",
     "MemoryRecord",
     "MemoryType",
+    "MemoryVersion",
     "MessageHit",
     "MessageRecord",
     "OnError",
@@ -399,3 +400,28 @@ class ImportReport:
     """Records skipped because the database says a later update or merge replaced them."""
     skipped: tuple[str, ...] = ()
     """One line per skipped item, saying what and why."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryVersion:
+    """One version of an L1 memory, as listed by `TdaiMemory.history(memory_id)`.
+
+    Versions are numbered from 1; the last one is the memory as it is now (`current=True`)
+    unless the memory was deleted or merged into another one.
+    """
+
+    version: int
+    """1 for the first version, then one more for every change."""
+    record: MemoryRecord
+    """The memory as it was in this version (`updated_at` is when this version was written)."""
+    current: bool
+    """Whether this is the stored memory now."""
+    change: Literal["update", "merge", "merged", "delete"] | None
+    """What ended this version: `update`, `merge` (it absorbed other memories), `merged` (it
+    was absorbed into `related_ids[0]`) or `delete`; `None` for the current version."""
+    changed_by: str | None
+    """Who ended it: `api`, `extraction` or `tool`; `None` for the current version."""
+    changed_at: str | None
+    """When it was ended (UTC, ISO-8601); `None` for the current version."""
+    related_ids: tuple[str, ...] = ()
+    """For `merge` the absorbed memories; for `merged` the memory that absorbed this one."""

@@ -122,8 +122,9 @@ def _same_results(a: Any, b: Any, queries: Sequence[str], user: str) -> bool:
     return all(top(a, q) == top(b, q) for q in queries)
 
 
-def _pgvector_legs(url: str, emb: PrecomputedEmbeddings, queries: Sequence[str], k: int,
-                   *, hnsw: bool) -> dict[str, Any]:  # fmt: skip
+def _pgvector_legs(
+    url: str, emb: PrecomputedEmbeddings, queries: Sequence[str], k: int, *, hnsw: bool
+) -> dict[str, Any]:
     """Server-side vector search on the same rows: exact scan and HNSW (pgvector 0.6)."""
     import psycopg
     from psycopg.types import TypeInfo
@@ -214,10 +215,12 @@ def one_scope(n: int, queries: list[str], *, server: str, work: Path, hnsw: bool
             part["recall_excl_embedding"] = _pct(_time_calls(recall, queries))
             part["freshness_check_unchanged"] = _pct(_time_calls(check, queries))
             result[kind] = part
-            print(f"  {kind}: load {load_s:.1f} s, first search {part['first_search_s']} s, "
-                  f"search p50 {part['search_excl_embedding']['p50_ms']} ms, "
-                  f"recall p50 {part['recall_excl_embedding']['p50_ms']} ms",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"  {kind}: load {load_s:.1f} s, first search {part['first_search_s']} s, "
+                f"search p50 {part['search_excl_embedding']['p50_ms']} ms, "
+                f"recall p50 {part['recall_excl_embedding']['p50_ms']} ms",
+                file=sys.stderr,
+            )
         result["identical_hits_and_scores"] = _same_results(
             memories["local"], memories["postgres"], queries, "u"
         )
@@ -230,8 +233,9 @@ def one_scope(n: int, queries: list[str], *, server: str, work: Path, hnsw: bool
 # -- 2. many small scopes --------------------------------------------------------------------------
 
 
-def many_scopes(scopes: int, per: int, queries: list[str], *, server: str, work: Path,
-                calls: int) -> dict[str, Any]:  # fmt: skip
+def many_scopes(
+    scopes: int, per: int, queries: list[str], *, server: str, work: Path, calls: int
+) -> dict[str, Any]:
     from langchain_tdai_recall.types import Scope
 
     print(f"== {scopes} scopes x {per} memories", file=sys.stderr)
@@ -276,14 +280,18 @@ def many_scopes(scopes: int, per: int, queries: list[str], *, server: str, work:
             }
             first_p50 = result[kind]["search_first_call_in_scope"]["p50_ms"]
             recall_p50 = result[kind]["recall_after_search"]["p50_ms"]
-            print(f"  {kind}: load {load_s:.0f} s, search p50 first {first_p50} ms, "
-                  f"recall p50 {recall_p50} ms", file=sys.stderr)  # fmt: skip
+            print(
+                f"  {kind}: load {load_s:.0f} s, search p50 first {first_p50} ms, "
+                f"recall p50 {recall_p50} ms",
+                file=sys.stderr,
+            )
     result["load_after"] = _loadavg()
     return result
 
 
-def _pgvector_scoped(url: str, emb: PrecomputedEmbeddings, plan: Sequence[tuple[str, str]]
-                     ) -> dict[str, Any]:  # fmt: skip
+def _pgvector_scoped(
+    url: str, emb: PrecomputedEmbeddings, plan: Sequence[tuple[str, str]]
+) -> dict[str, Any]:
     """The vector leg alone in the server for small scopes: an exact scan of one scope."""
     import psycopg
     from psycopg.types import TypeInfo
@@ -356,8 +364,11 @@ def _writer(url: str, scopes: int, seconds: float, acked: Any, out: Any) -> None
         while time.monotonic() < stop:
             n += 1
             t = time.perf_counter()
-            memory.add_memory(f"The user noted freshmark{n} during a call about the garden.",
-                              id=f"w{n}", user_id=f"user{n % scopes}")  # fmt: skip
+            memory.add_memory(
+                f"The user noted freshmark{n} during a call about the garden.",
+                id=f"w{n}",
+                user_id=f"user{n % scopes}",
+            )
             lat.append(time.perf_counter() - t)
             acked.value = n
         elapsed = time.monotonic() - started
@@ -385,9 +396,10 @@ def processes(
     ready = ctx.Value("i", 0)
     go = ctx.Value("i", 0)
     out = ctx.Queue()
-    workers = [ctx.Process(target=_reader,
-                           args=(url, scopes, seconds, 100 + i, (acked, ready, go, out)))
-               for i in range(readers)]  # fmt: skip
+    workers = [
+        ctx.Process(target=_reader, args=(url, scopes, seconds, 100 + i, (acked, ready, go, out)))
+        for i in range(readers)
+    ]
     for w in workers:
         w.start()
     deadline = time.monotonic() + 600
@@ -427,9 +439,11 @@ def processes(
     }
     for key in ("recall", "write"):
         summary[key] = {k: v for k, v in summary[key].items() if not k.startswith("cpu")}
-    print(f"  recall p50 {summary['recall']['p50_ms']} ms p99 {summary['recall']['p99_ms']} ms, "
-          f"{summary['writes_per_s']} writes/s, fresh {summary['freshness_pct']} %",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"  recall p50 {summary['recall']['p50_ms']} ms p99 {summary['recall']['p99_ms']} ms, "
+        f"{summary['writes_per_s']} writes/s, fresh {summary['freshness_pct']} %",
+        file=sys.stderr,
+    )
     return summary
 
 
@@ -462,11 +476,20 @@ def to_markdown(report: dict[str, Any]) -> str:
                 f" / {r['recall_excl_embedding']['p99_ms']} | "
                 f"{r['freshness_check_unchanged']['p50_ms']} |"
             )
-    lines += ["", "Same hits and scores on both backends: " + ", ".join(
-        f"{p['memories']:,}: {p['identical_hits_and_scores']}" for p in report["one_scope"]
-    ) + ". Load averages: " + "; ".join(
-        f"{p['memories']:,}: {p['load_before']} -> {p['load_after']}" for p in report["one_scope"]
-    ) + ".", ""]  # fmt: skip
+    lines += [
+        "",
+        "Same hits and scores on both backends: "
+        + ", ".join(
+            f"{p['memories']:,}: {p['identical_hits_and_scores']}" for p in report["one_scope"]
+        )
+        + ". Load averages: "
+        + "; ".join(
+            f"{p['memories']:,}: {p['load_before']} -> {p['load_after']}"
+            for p in report["one_scope"]
+        )
+        + ".",
+        "",
+    ]
     lines += [
         "### The vector leg in the server (pgvector 0.6), same rows, filtered by scope",
         "",
@@ -478,8 +501,10 @@ def to_markdown(report: dict[str, Any]) -> str:
     ]
     for part in report["one_scope"]:
         pv = part["pgvector"]
-        lines.append(f"| {part['memories']:,} | exact scan | {pv['exact_scan']['p50_ms']} / "
-                     f"{pv['exact_scan']['p99_ms']} | 1 | {pv['k']} |")  # fmt: skip
+        lines.append(
+            f"| {part['memories']:,} | exact scan | {pv['exact_scan']['p50_ms']} / "
+            f"{pv['exact_scan']['p99_ms']} | 1 | {pv['k']} |"
+        )
         for ef in (40, 200):
             h = pv.get(f"hnsw_ef{ef}")
             if h:
@@ -575,12 +600,17 @@ def main() -> int:
         ]
         if args.scopes != "0":
             scopes, per = (int(x) for x in args.scopes.split("x"))
-            report["many_scopes"] = many_scopes(scopes, per, queries, server=server,
-                                                work=Path(tmp), calls=2 * args.queries)  # fmt: skip
+            report["many_scopes"] = many_scopes(
+                scopes, per, queries, server=server, work=Path(tmp), calls=2 * args.queries
+            )
         if args.readers:
-            report["processes"] = processes(args.readers, 100 if not args.tiny else 5,
-                                            1000 if not args.tiny else 50, args.seconds,
-                                            server=server)  # fmt: skip
+            report["processes"] = processes(
+                args.readers,
+                100 if not args.tiny else 5,
+                1000 if not args.tiny else 50,
+                args.seconds,
+                server=server,
+            )
     out = Path(args.out)
     out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     out.with_suffix(".md").write_text(to_markdown(report), encoding="utf-8")

@@ -220,6 +220,7 @@ class Searcher:
         group: str | None = None,
         exact_group: bool = False,
         deadline: float | None = None,
+        query_vector: npt.NDArray[np.float32] | None = None,
     ) -> SearchOutcome:
         """Ranked candidates for `text` in one scope's layer.
 
@@ -227,6 +228,8 @@ class Searcher:
         `kind` filters by memory type (L1) or role (L0); `group` by scene name (L1,
         case-insensitive substring) or session key (L0, exact when `exact_group`). `deadline` is a
         `time.monotonic()` bound for the query embedding on top of its own timeout.
+        `query_vector`, an L2-normalised vector the caller already has for `text` (memory
+        formation embeds its new memories once for their rows), replaces the query embedding.
         """
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -246,7 +249,10 @@ class Searcher:
         cosines: dict[int, float] = {}
         if effective in ("hybrid", "embedding"):
             t1 = time.perf_counter()
-            vector, error = self._query_vector(text, index, deadline)
+            if query_vector is not None:
+                vector, error = _given_vector(query_vector, index)
+            else:
+                vector, error = self._query_vector(text, index, deadline)
             timings["embed"] = (time.perf_counter() - t1) * 1000
             if vector is None:
                 logger.warning("embedding leg unavailable (%s); using keyword search", error)
@@ -288,6 +294,19 @@ def _query_vector(raw: object) -> tuple[npt.NDArray[np.float32] | None, str | No
     if vector.shape[1] == 0 or not np.isfinite(vector).all() or not vector.any():
         return None, "query embedding returned an empty, zero or non-finite vector"
     return normalize_rows(vector)[0], None
+
+
+def _given_vector(
+    vector: npt.NDArray[np.float32], index: LayerIndex
+) -> tuple[npt.NDArray[np.float32] | None, str | None]:
+    """A caller's query vector, when it is usable against the index."""
+    checked, error = _query_vector(vector)
+    if checked is None:
+        return None, error
+    dim = index.vector_dim()
+    if dim is not None and dim != checked.shape[0]:
+        return None, f"the query vector has dimension {checked.shape[0]}, the index {dim}"
+    return checked, None
 
 
 def _fuse(

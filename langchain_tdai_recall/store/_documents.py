@@ -24,7 +24,7 @@ import threading
 import time
 import unicodedata
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -221,6 +221,39 @@ class DocumentStore(ABC):
             return False
         with self._lock:
             return self._remove(scope, handle)
+
+    def scenes_with_titles(self, scope: Scope) -> dict[str, tuple[SceneBlock, str]]:
+        """Every scene of a scope with its title, by name (for memory formation's edits)."""
+        with self._lock:
+            return {n: found for n in self._names(scope) if (found := self._read(scope, n))}
+
+    def apply_scene_edits(
+        self,
+        scope: Scope,
+        writes: Sequence[tuple[SceneBlock, str]],
+        removes: Sequence[str],
+    ) -> None:
+        """Write scenes exactly as given (name, metadata, title) and remove others, all or none.
+
+        Every touched scene is read first; when a write or a removal fails, the ones already
+        applied are put back as they were and the error is raised. Names must be normalised.
+        """
+        with self._lock:  # one update of the scope's scenes at a time
+            touched = list(dict.fromkeys([*(b.info.name for b, _ in writes), *removes]))
+            before = {name: self._read(scope, name) for name in touched}
+            try:
+                for block, title in writes:
+                    self._write(scope, block, title)
+                for name in removes:
+                    self._remove(scope, name)
+            except BaseException:
+                for name, found in before.items():
+                    with suppress(Exception):  # the original error is the one to report
+                        if found is None:
+                            self._remove(scope, name)
+                        else:
+                            self._write(scope, found[0], found[1])
+                raise
 
     def stable_context(self, scope: Scope) -> tuple[str | None, list[SceneInfo]]:
         """The persona and the scenes (highest heat first) that recall puts in the system prompt.

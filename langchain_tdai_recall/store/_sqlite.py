@@ -25,7 +25,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Literal, NoReturn
@@ -40,6 +40,8 @@ from langchain_tdai_recall.errors import (
     StoreReadOnlyError,
     StoreWriteError,
 )
+from langchain_tdai_recall.store._history import Change, record_version
+from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.types import MemoryRecord, MemoryType, MessageRecord, Scope
 
 __all__ = [
@@ -129,12 +131,68 @@ _MIGRATIONS: Final[tuple[str, ...]] = (
         ORDER BY prev.rowid DESC LIMIT 1), '');
     UPDATE messages SET vector = NULL, embedder = NULL WHERE context != '';
     """,
+    # 4: memory formation (store/_formation.py, store/_history.py). `content_key` is the
+    # exact-duplicate fingerprint (text/fingerprint.py), filled for existing rows here; the
+    # formation cursor reads a session's messages through `messages_session` (migration 3).
+    """
+    ALTER TABLE memories ADD COLUMN content_key TEXT;
+    UPDATE memories SET content_key = tdai_fingerprint(content);
+    CREATE INDEX memories_scope_content_key ON memories (scope_id, content_key);
+    CREATE TABLE memory_versions (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        scope_id    INTEGER NOT NULL,
+        memory_id   TEXT NOT NULL,
+        version     INTEGER NOT NULL,
+        change      TEXT NOT NULL,         -- update | merge | merged | delete
+        actor       TEXT NOT NULL,         -- api | extraction | tool
+        related_ids TEXT NOT NULL DEFAULT '[]',
+        snapshot    TEXT NOT NULL,         -- the replaced version as JSON
+        replaced_at TEXT NOT NULL,
+        UNIQUE (scope_id, memory_id, version)
+    );
+    CREATE TABLE formation_sessions (
+        scope_id    INTEGER NOT NULL,
+        session_key TEXT NOT NULL,
+        cursor      INTEGER NOT NULL DEFAULT 0,   -- last L0 rowid extracted (messages.rowid)
+        warmup      INTEGER NOT NULL DEFAULT 1,   -- warm-up threshold, 0 once graduated
+        situation   TEXT NOT NULL DEFAULT '',
+        failures    INTEGER NOT NULL DEFAULT 0,   -- consecutive failed attempts
+        retry_at    REAL NOT NULL DEFAULT 0,      -- epoch seconds, no attempt before
+        last_error  TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (scope_id, session_key)
+    );
+    CREATE TABLE formation_scopes (
+        scope_id               INTEGER PRIMARY KEY,
+        scenes_at              REAL NOT NULL DEFAULT 0,
+        memories_since_persona INTEGER NOT NULL DEFAULT 0,
+        persona_at             REAL NOT NULL DEFAULT 0,
+        failures               INTEGER NOT NULL DEFAULT 0,
+        retry_at               REAL NOT NULL DEFAULT 0,
+        last_error             TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE formation_scene_queue (
+        seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+        scope_id  INTEGER NOT NULL,
+        memory_id TEXT NOT NULL
+    );
+    CREATE INDEX formation_scene_queue_scope ON formation_scene_queue (scope_id, seq);
+    CREATE TABLE formation_leases (
+        scope_id   INTEGER PRIMARY KEY,
+        owner      TEXT NOT NULL,
+        host       TEXT NOT NULL,
+        pid        INTEGER NOT NULL,
+        expires_at REAL NOT NULL
+    );
+    """,
 )
 """Append-only schema migrations; `PRAGMA user_version` is the number applied."""
 
 _CONTEXT_SCHEMA: Final = 3
 """Schema from which messages have a context column; a read-only open of an older store (it
 cannot migrate) reads them without context."""
+_FORMATION_SCHEMA: Final = 4
+"""Schema from which memories have a fingerprint and the history and formation tables exist;
+a read-only open of an older store reads memories without them."""
 
 L0_CONTEXT_CHARS: Final = 300
 """Code points of the previous message of a session kept as a message's context (its end)."""
@@ -266,6 +324,8 @@ class SqliteRecords:
                 isolation_level=None,
                 timeout=BUSY_TIMEOUT_MS / 1000,
             )
+            # used by migration 4 to fingerprint the memories a store already holds
+            conn.create_function("tdai_fingerprint", 1, content_fingerprint, deterministic=True)
         return conn
 
     def _check_file(self, path: Path) -> None:
@@ -518,6 +578,26 @@ class SqliteRecords:
                             conn.execute("ROLLBACK")
                     raise
 
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A write transaction for `store._formation`, which keeps its own tables.
+
+        `BEGIN IMMEDIATE` ... `COMMIT`, rolled back on error, with errors translated like every
+        other write.
+        """
+        return self._write()
+
+    def reading(self) -> AbstractContextManager[sqlite3.Connection]:
+        """The read connection, held for a few reads (no transaction); errors translated."""
+        return self._read()
+
+    @property
+    def has_formation_tables(self) -> bool:
+        """Whether the schema has the history and formation tables.
+
+        A read-only open of an older store (which cannot migrate) does not.
+        """
+        return self._schema >= _FORMATION_SCHEMA
+
     def close(self) -> None:
         """Close the connections (idempotent); later calls raise `StoreClosedError`."""
         self._closed = True
@@ -564,6 +644,11 @@ class SqliteRecords:
         return int(row[0]) if row else 0
 
     @staticmethod
+    def bump(conn: sqlite3.Connection, scope_id: int) -> int:
+        """Advance a scope's generation inside the caller's transaction; returns the new one."""
+        return SqliteRecords._bump(conn, scope_id)
+
+    @staticmethod
     def _bump(conn: sqlite3.Connection, scope_id: int) -> int:
         conn.execute(
             "UPDATE scopes SET generation = generation + 1 WHERE scope_id = ?", (scope_id,)
@@ -575,61 +660,142 @@ class SqliteRecords:
 
     # -- L1 memories --------------------------------------------------------------------------
 
-    def upsert_memories(self, scope_id: int, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    def upsert_memories(
+        self,
+        scope_id: int,
+        records: Sequence[MemoryRecord],
+        *,
+        dedupe: Sequence[bool] | None = None,
+        actor: str = "api",
+    ) -> list[MemoryRecord]:
         """Insert or update records (by id within the scope) in one transaction.
 
-        An update keeps the original `created_at`, and keeps the row's vector when the content
-        did not change; otherwise the row waits for a new vector. Returns the records as stored.
+        An update keeps the original `created_at`, records the replaced version in the history
+        (`store._history`), and keeps the row's vector when the content did not change;
+        otherwise the row waits for a new vector. With `dedupe[i]`, a record whose text is an
+        exact duplicate (see `text.fingerprint`) of a memory already in the scope, or of an
+        earlier record of the call, is not written: that memory is returned in its place.
+        Returns the records as stored.
         """
         stored: list[MemoryRecord] = []
         with self._write() as conn:
             gen = self._bump(conn, scope_id)
-            for rec in records:
-                row = conn.execute(
-                    "SELECT created_at FROM memories WHERE scope_id = ? AND id = ?",
-                    (scope_id, rec.id),
-                ).fetchone()
-                created = row[0] if row else rec.created_at
-                conn.execute(
-                    """
-                    INSERT INTO memories (scope_id, id, content, type, scene_name, priority,
-                        activity_start_time, activity_end_time, timestamp, session_key,
-                        source_message_ids, created_at, updated_at, generation, embedder, vector)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)
-                    ON CONFLICT (scope_id, id) DO UPDATE SET
-                        embedder = CASE WHEN memories.content = excluded.content
-                                   THEN memories.embedder END,
-                        vector = CASE WHEN memories.content = excluded.content
-                                 THEN memories.vector END,
-                        content = excluded.content, type = excluded.type,
-                        scene_name = excluded.scene_name, priority = excluded.priority,
-                        activity_start_time = excluded.activity_start_time,
-                        activity_end_time = excluded.activity_end_time,
-                        timestamp = excluded.timestamp, session_key = excluded.session_key,
-                        source_message_ids = excluded.source_message_ids,
-                        updated_at = excluded.updated_at, generation = excluded.generation
-                    """,
-                    (
-                        scope_id,
-                        rec.id,
-                        rec.content,
-                        rec.type,
-                        rec.scene_name,
-                        rec.priority,
-                        rec.activity_start_time,
-                        rec.activity_end_time,
-                        rec.timestamp,
-                        rec.session_key,
-                        json.dumps(list(rec.source_message_ids), ensure_ascii=False),
-                        created,
-                        rec.updated_at,
-                        gen,
-                    ),
-                )
-                stored.append(
-                    rec if created == rec.created_at else replace(rec, created_at=created)
-                )
+            for i, rec in enumerate(records):
+                if dedupe is not None and dedupe[i]:
+                    existing = self.find_duplicate(conn, scope_id, rec)
+                    if existing is not None:
+                        stored.append(existing)
+                        continue
+                stored.append(self.write_memory_row(conn, scope_id, gen, rec, actor=actor))
         return stored
+
+    @staticmethod
+    def find_duplicate(
+        conn: sqlite3.Connection, scope_id: int, rec: MemoryRecord
+    ) -> MemoryRecord | None:
+        """The scope's memory whose text is an exact duplicate of `rec`'s, or `None`."""
+        row = conn.execute(
+            f"SELECT {_MEMORY_COLS} FROM memories WHERE scope_id = ? AND content_key = ? "
+            "ORDER BY rowid LIMIT 1",
+            (scope_id, content_fingerprint(rec.content)),
+        ).fetchone()
+        return _memory(row, Scope(rec.user_id, rec.agent_id)) if row else None
+
+    @staticmethod
+    def write_memory_row(
+        conn: sqlite3.Connection,
+        scope_id: int,
+        gen: int,
+        rec: MemoryRecord,
+        *,
+        actor: str,
+        embedder: str | None = None,
+        vector: bytes | None = None,
+        change: Change = "update",
+        related: Sequence[str] = (),
+    ) -> MemoryRecord:
+        """Insert or update one row inside the caller's transaction; returns it as stored.
+
+        An existing row keeps its `created_at`; its replaced version goes to the history as
+        `change` (by `actor`, naming `related` ids). `vector` (made by `embedder` from the new
+        content) is stored with the row; without one, an unchanged text keeps its vector and a
+        changed one waits for the vector upkeep.
+        """
+        row = conn.execute(
+            "SELECT created_at FROM memories WHERE scope_id = ? AND id = ?",
+            (scope_id, rec.id),
+        ).fetchone()
+        created = str(row[0]) if row else rec.created_at
+        if row:
+            record_version(
+                conn,
+                scope_id,
+                rec.id,
+                change=change,
+                actor=actor,
+                at=rec.updated_at,
+                related=related,
+                replacement=rec,
+            )
+        given = vector is not None and embedder is not None
+        conn.execute(
+            """
+            INSERT INTO memories (scope_id, id, content, type, scene_name, priority,
+                activity_start_time, activity_end_time, timestamp, session_key,
+                source_message_ids, created_at, updated_at, generation, embedder, vector,
+                content_key)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (scope_id, id) DO UPDATE SET
+                embedder = CASE WHEN excluded.vector IS NOT NULL THEN excluded.embedder
+                           WHEN memories.content = excluded.content THEN memories.embedder END,
+                vector = CASE WHEN excluded.vector IS NOT NULL THEN excluded.vector
+                         WHEN memories.content = excluded.content THEN memories.vector END,
+                content = excluded.content, type = excluded.type,
+                scene_name = excluded.scene_name, priority = excluded.priority,
+                activity_start_time = excluded.activity_start_time,
+                activity_end_time = excluded.activity_end_time,
+                timestamp = excluded.timestamp, session_key = excluded.session_key,
+                source_message_ids = excluded.source_message_ids,
+                updated_at = excluded.updated_at, generation = excluded.generation,
+                content_key = excluded.content_key
+            """,
+            (
+                scope_id,
+                rec.id,
+                rec.content,
+                rec.type,
+                rec.scene_name,
+                rec.priority,
+                rec.activity_start_time,
+                rec.activity_end_time,
+                rec.timestamp,
+                rec.session_key,
+                json.dumps(list(rec.source_message_ids), ensure_ascii=False),
+                created,
+                rec.updated_at,
+                gen,
+                embedder if given else None,
+                vector if given else None,
+                content_fingerprint(rec.content),
+            ),
+        )
+        return rec if created == rec.created_at else replace(rec, created_at=created)
+
+    def existing_duplicates(self, scope_id: int, texts: Sequence[str]) -> dict[str, str]:
+        """For each text with an exact duplicate in the scope: fingerprint -> existing id."""
+        keys = sorted({content_fingerprint(t) for t in texts})
+        out: dict[str, str] = {}
+        for start in range(0, len(keys), _MAX_VARIABLES):
+            part = keys[start : start + _MAX_VARIABLES]
+            marks = ",".join("?" * len(part))
+            with self._read() as conn:
+                rows = conn.execute(
+                    f"SELECT content_key, id FROM memories WHERE scope_id = ? "
+                    f"AND content_key IN ({marks}) ORDER BY rowid DESC",
+                    [scope_id, *part],
+                ).fetchall()
+            out.update((str(k), str(i)) for k, i in rows)
+        return out
 
     def get_memory(self, scope_id: int, memory_id: str, scope: Scope) -> MemoryRecord | None:
         """One memory by id, or `None`."""
@@ -640,24 +806,46 @@ class SqliteRecords:
             ).fetchone()
         return _memory(row, scope) if row else None
 
-    def delete_memories(self, scope_id: int, memory_ids: Sequence[str]) -> int:
-        """Delete by id; returns how many existed."""
+    def delete_memories(
+        self, scope_id: int, memory_ids: Sequence[str], *, actor: str = "api"
+    ) -> int:
+        """Delete by id (each deleted version is kept in the history); returns how many existed."""
         deleted = 0
+        at = _utc_now()
         with self._write() as conn:
             gen = self._bump(conn, scope_id)
             for memory_id in memory_ids:
-                row = conn.execute(
-                    "DELETE FROM memories WHERE scope_id = ? AND id = ? RETURNING rowid",
-                    (scope_id, memory_id),
-                ).fetchone()
-                if row:
-                    deleted += 1
-                    conn.execute(
-                        "INSERT INTO tombstones (scope_id, layer, row_ref, generation) "
-                        "VALUES (?, 'l1', ?, ?)",
-                        (scope_id, row[0], gen),
-                    )
+                deleted += self.delete_memory_row(
+                    conn, scope_id, gen, memory_id, actor=actor, at=at
+                )
         return deleted
+
+    @staticmethod
+    def delete_memory_row(
+        conn: sqlite3.Connection,
+        scope_id: int,
+        gen: int,
+        memory_id: str,
+        *,
+        actor: str,
+        at: str,
+        change: Change = "delete",
+        related: Sequence[str] = (),
+    ) -> bool:
+        """Delete one row inside the caller's transaction; its last version goes to the history."""
+        if not record_version(
+            conn, scope_id, memory_id, change=change, actor=actor, at=at, related=related
+        ):
+            return False
+        row = conn.execute(
+            "DELETE FROM memories WHERE scope_id = ? AND id = ? RETURNING rowid",
+            (scope_id, memory_id),
+        ).fetchone()
+        conn.execute(
+            "INSERT INTO tombstones (scope_id, layer, row_ref, generation) VALUES (?, 'l1', ?, ?)",
+            (scope_id, row[0], gen),
+        )
+        return True
 
     def list_memories(
         self,
@@ -946,6 +1134,12 @@ class SqliteRecords:
                     )
                     reset += cur.rowcount
         return reset
+
+
+def _utc_now() -> str:
+    import datetime as dt  # noqa: PLC0415
+
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _memory(row: Sequence[object], scope: Scope) -> MemoryRecord:

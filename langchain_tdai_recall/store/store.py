@@ -45,6 +45,7 @@ from langchain_tdai_recall.text.tokenize import Tokenizer
 from langchain_tdai_recall.types import (
     MemoryRecord,
     MemoryType,
+    MemoryVersion,
     MessageRecord,
     Scope,
     ScopeStats,
@@ -128,6 +129,9 @@ class MemoryStore(BaseMemoryStore):
         except BaseException:
             self._db.close()
             raise
+        self.formation = _transfer.LocalFormationState(self._db)
+        """Memory formation's cursors, leases, scene queue and atomic commits (its scope ids
+        are those of this store)."""
         self._indexes: dict[tuple[int, Layer], LayerIndex] = {}
         self._lock = threading.Lock()
 
@@ -230,18 +234,27 @@ class MemoryStore(BaseMemoryStore):
 
     # -- L1 memories --------------------------------------------------------------------------
 
-    def put_memories(self, scope: Scope, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    def put_memories(
+        self,
+        scope: Scope,
+        records: Sequence[MemoryRecord],
+        *,
+        dedupe: Sequence[bool] | None = None,
+    ) -> list[MemoryRecord]:
         """Insert or update validated memories (by id within the scope) in one transaction.
 
         Rows are written without vectors (an unchanged text keeps its vector) and are
-        keyword-searchable as soon as this returns. Returns the records as stored.
+        keyword-searchable as soon as this returns. A replaced version is kept in the
+        history. With `dedupe[i]`, a record whose text exactly duplicates a memory of the scope
+        (`text.fingerprint`) is not written and that memory is returned instead. Returns the
+        records as stored.
         """
         self._check_writable()
         if not records:
             return []
         scope_id = self._scope_id(scope, create=True)
         assert scope_id is not None
-        return self._db.upsert_memories(scope_id, records)
+        return self._db.upsert_memories(scope_id, records, dedupe=dedupe)
 
     def get_memory(self, scope: Scope, memory_id: str) -> MemoryRecord | None:
         """One memory of the scope by id, or `None`."""
@@ -254,6 +267,14 @@ class MemoryStore(BaseMemoryStore):
         self._check_writable()
         scope_id = self._scope_id(scope)
         return 0 if scope_id is None else self._db.delete_memories(scope_id, memory_ids)
+
+    def memory_history(self, scope: Scope, memory_id: str) -> list[MemoryVersion]:
+        """Every version of a memory of the scope, oldest first (the current one last)."""
+        self._check_open()
+        scope_id = self._scope_id(scope)
+        if scope_id is None:
+            return []
+        return self.formation.history(scope_id, memory_id, scope)
 
     def list_memories(
         self, scope: Scope, *, type: MemoryType | None, limit: int | None, offset: int

@@ -49,6 +49,7 @@ from langchain_tdai_recall.text.tokenize import Tokenizer, get_tokenizer
 from langchain_tdai_recall.types import (
     MemoryRecord,
     MemoryType,
+    MemoryVersion,
     MessageRecord,
     SceneBlock,
     SceneInfo,
@@ -58,6 +59,7 @@ from langchain_tdai_recall.types import (
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.store._documents import DocumentStore
+    from langchain_tdai_recall.stores.formation import BaseFormationState
 
 __all__ = [
     "LAYERS",
@@ -230,12 +232,20 @@ class BaseMemoryStore(ABC):
     # -- L1 memories --------------------------------------------------------------------------
 
     @abstractmethod
-    def put_memories(self, scope: Scope, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    def put_memories(
+        self,
+        scope: Scope,
+        records: Sequence[MemoryRecord],
+        *,
+        dedupe: Sequence[bool] | None = None,
+    ) -> list[MemoryRecord]:
         """Insert or update validated memories (by id within the scope) in one transaction.
 
         Rows are written without vectors (an unchanged text keeps its vector) and are
-        keyword-searchable as soon as this returns; an update keeps `created_at`. Returns the
-        records as stored.
+        keyword-searchable as soon as this returns; an update keeps `created_at` and keeps the
+        replaced version in the history. With `dedupe[i]`, a record whose text exactly
+        duplicates a memory of the scope (`text.fingerprint`), or an earlier record of the call,
+        is not written and that memory is returned in its place. Returns the records as stored.
         """
 
     @abstractmethod
@@ -244,7 +254,11 @@ class BaseMemoryStore(ABC):
 
     @abstractmethod
     def delete_memories(self, scope: Scope, memory_ids: Sequence[str]) -> int:
-        """Delete memories of the scope by id; returns how many existed."""
+        """Delete memories of the scope by id (kept in the history); returns how many existed."""
+
+    @abstractmethod
+    def memory_history(self, scope: Scope, memory_id: str) -> list[MemoryVersion]:
+        """Every version of a memory of the scope, oldest first (the current one last)."""
 
     @abstractmethod
     def list_memories(
@@ -352,6 +366,10 @@ class BaseMemoryStore(ABC):
     documents: DocumentStore
     """The persona and scene storage of every scope (set by the subclass)."""
 
+    formation: BaseFormationState
+    """Memory formation's cursors, leases, scene queue, history and atomic commits (set by the
+    subclass; see `stores.formation`)."""
+
     def get_persona(self, scope: Scope) -> str | None:
         """The scope's persona, or `None`."""
         self._check_open()
@@ -388,6 +406,21 @@ class BaseMemoryStore(ABC):
         """The persona and scenes that recall puts in the system prompt."""
         self._check_open()
         return self.documents.stable_context(scope)
+
+    def scenes_with_titles(self, scope: Scope) -> dict[str, tuple[SceneBlock, str]]:
+        """Every scene of the scope with its title, by name."""
+        self._check_open()
+        return self.documents.scenes_with_titles(scope)
+
+    def apply_scene_edits(
+        self,
+        scope: Scope,
+        writes: Sequence[tuple[SceneBlock, str]],
+        removes: Sequence[str],
+    ) -> None:
+        """Write scenes exactly as given and remove others, all or none (memory formation)."""
+        self._check_writable()
+        self.documents.apply_scene_edits(scope, writes, removes)
 
     # -- async twins (a worker thread unless a backend overrides them) --------------------------
 

@@ -3,7 +3,9 @@
 Everything of every scope is copied as stored: L1 memories with their ids, times and vectors
 (tagged with the embedder that made them, so the target re-embeds only what another embedder
 made), L0 messages with their context and vectors, personas and scenes (heat, times and title
-kept). Rows are read and written in pages, each page in one transaction of the target.
+kept), and memory formation's state: each session's cursor (moved to the target's reference of
+the same message, so nothing is formed twice), the memory version history, the scene queue.
+Rows are read and written in pages, each page in one transaction of the target.
 
 The copy is resumable: run it again after an interruption and rows already copied are skipped
 (a memory with the same id, `updated_at` and vector embedder; a message with the same id), so it
@@ -44,6 +46,8 @@ class CopyReport:
     """Personas written."""
     scenes: int = 0
     """Scene blocks written."""
+    formation: int = 0
+    """Memory formation's cursors and history versions written."""
     skipped: int = 0
     """Rows already present in the target (copied by an earlier, interrupted run)."""
     per_scope: dict[Scope, tuple[int, int]] = field(default_factory=dict)
@@ -85,8 +89,13 @@ def copy_store(
         stats = source.scope_stats(scope)
         report.per_scope[scope] = (stats.memories, stats.messages)
         total += stats.memories + stats.messages
-    logger.info("copying %d scopes, %d rows from %s to %s", len(scopes), total,
-                source.location, target.location)  # fmt: skip
+    logger.info(
+        "copying %d scopes, %d rows from %s to %s",
+        len(scopes),
+        total,
+        source.location,
+        target.location,
+    )
     with progress(total, desc="copying", unit="rows", enabled=show_progress) as bar:
         for scope in scopes:
             report.scopes += 1
@@ -104,12 +113,26 @@ def copy_store(
                     report.skipped += len(rows) - written
                     after = rows[-1].rowid
                     bar.update(len(rows))
+            report.formation += _copy_formation(source, target, scope)
             persona = source.get_persona(scope)
             if persona is not None and target.get_persona(scope) != persona:
                 target.set_persona(scope, persona)
                 report.personas += 1
             report.scenes += _copy_scenes(source, target, scope)
     return report
+
+
+def _copy_formation(source: BaseMemoryStore, target: BaseMemoryStore, scope: Scope) -> int:
+    """Copy a scope's formation cursors (by message id), history, scene queue and state."""
+    theirs = source.formation.scope_id(scope)
+    if theirs is None:
+        return 0
+    snapshot = source.formation.export_scope(theirs)
+    if not (snapshot.sessions or snapshot.versions or snapshot.scene_queue):
+        return 0
+    ours = target.formation.scope_id(scope, create=True)
+    assert ours is not None
+    return target.formation.import_scope(ours, snapshot)
 
 
 def _copy_scenes(source: BaseMemoryStore, target: BaseMemoryStore, scope: Scope) -> int:

@@ -111,3 +111,41 @@ def test_locomo_messages_variant_reports_ranking(tmp_path: Path) -> None:
     payload = json.loads(out.read_text(encoding="utf-8"))
     overall = payload["results"]["messages"]["hybrid"]["ranking"]["overall"]
     assert 0.0 <= overall["recall@5"] <= 100.0 and overall["n"] > 0
+
+
+def test_formation_oracle_script_runs(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "_bench_formation", ROOT / "benchmarks" / "formation" / "locomo_oracle.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    out = tmp_path / "formation.json"
+    args = ["--data", str(FIXTURES / "locomo"), "--embeddings", "hash", "--out", str(out)]
+    assert module.main([*args, "--overhead-rounds", "1", "--quiet"]) == 0
+    payload = json.loads(out.read_text(encoding="utf-8"))
+    storage = payload["quality"]["storage"]
+    assert storage["stored_pct"] == 100.0 and storage["duplicates"] == 0
+    assert storage["unexpected"] == 0
+    assert payload["quality"]["calls"]["oracle_unaligned_windows"] == 0
+    prompt = payload["quality"]["prompt_chars"]
+    assert prompt["max"] <= prompt["bound"]
+
+
+def test_candidate_floor_script_runs(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "_bench_candidate_floor", ROOT / "benchmarks" / "formation" / "candidate_floor.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    out = tmp_path / "floor.json"
+    args = ["--data", str(FIXTURES / "locomo"), "--embeddings", "hash", "--out", str(out)]
+    assert module.main([*args, "--quiet"]) == 0
+    payload = json.loads(out.read_text(encoding="utf-8"))
+    for row in payload["pairs"].values():
+        shares = list(row["reach_floor_pct"].values())
+        assert shares == sorted(shares, reverse=True)  # a higher floor never offers more
+    assert payload["locomo"]["observations"] > 0

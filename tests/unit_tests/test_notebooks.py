@@ -56,6 +56,7 @@ def test_there_are_notebooks() -> None:
         "02_wrap_lcel_chain.ipynb",
         "03_tools_agent_executor.ipynb",
         "04_inspecting_recall.ipynb",
+        "05_memory_formation.ipynb",
     ]
 
 

@@ -45,10 +45,22 @@ def test_index_options_script_runs_tiny(tmp_path: Path) -> None:
 def test_postgres_script_runs_tiny(tmp_path: Path, postgres_server: str) -> None:
     out = tmp_path / "pg.json"
     subprocess.run(
-        [sys.executable, str(PERF / "postgres.py"), "--tiny", "--readers", "2",
-         "--url", postgres_server, "--out", str(out)],
-        check=True, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(PERF / "postgres.py"),
+            "--tiny",
+            "--readers",
+            "2",
+            "--url",
+            postgres_server,
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     report = json.loads(out.read_text(encoding="utf-8"))
     (one,) = report["one_scope"]
     assert one["identical_hits_and_scores"] is True

@@ -15,6 +15,7 @@ connection's `vector` loader), the form the index reads.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
+from langchain_tdai_recall.store._history import Change
 from langchain_tdai_recall.store._sqlite import (
     L0_CONTEXT_CHARS,
     Layer,
@@ -33,7 +35,15 @@ from langchain_tdai_recall.store._sqlite import (
     PendingVector,
 )
 from langchain_tdai_recall.stores.postgres._connection import Database
-from langchain_tdai_recall.types import MemoryRecord, MemoryType, MessageRecord, Scope
+from langchain_tdai_recall.stores.postgres._history import record_version, snapshot_of, versions
+from langchain_tdai_recall.text.fingerprint import content_fingerprint
+from langchain_tdai_recall.types import (
+    MemoryRecord,
+    MemoryType,
+    MemoryVersion,
+    MessageRecord,
+    Scope,
+)
 
 __all__ = ["PostgresRecords", "pg_text"]
 
@@ -49,37 +59,44 @@ _EMBEDDED_TEXT: Final[dict[Layer, str]] = {
 }
 """SQL for the text a row is embedded from: a message with its context (as the local store)."""
 
-_UPSERT_MEMORY: Final = """
+_MEMORY_INSERT_COLS: Final = """
     INSERT INTO tdai_memories (scope_id, id, content, type, scene_name, priority,
         activity_start_time, activity_end_time, "timestamp", session_key, source_message_ids,
-        created_at, updated_at, generation)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        created_at, updated_at, generation, embedder, vector, content_key)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+_INSERT_MEMORY: Final = _MEMORY_INSERT_COLS
+_UPSERT_MEMORY: Final = (
+    _MEMORY_INSERT_COLS
+    + """
     ON CONFLICT (scope_id, id) DO UPDATE SET
-        embedder = CASE WHEN tdai_memories.content = excluded.content
-                   THEN tdai_memories.embedder END,
-        vector = CASE WHEN tdai_memories.content = excluded.content
-                 THEN tdai_memories.vector END,
+        embedder = CASE WHEN excluded.vector IS NOT NULL THEN excluded.embedder
+                   WHEN tdai_memories.content = excluded.content THEN tdai_memories.embedder END,
+        vector = CASE WHEN excluded.vector IS NOT NULL THEN excluded.vector
+                 WHEN tdai_memories.content = excluded.content THEN tdai_memories.vector END,
         content = excluded.content, type = excluded.type, scene_name = excluded.scene_name,
         priority = excluded.priority, activity_start_time = excluded.activity_start_time,
         activity_end_time = excluded.activity_end_time, "timestamp" = excluded."timestamp",
         session_key = excluded.session_key, source_message_ids = excluded.source_message_ids,
-        updated_at = excluded.updated_at, generation = excluded.generation
-    RETURNING created_at
+        updated_at = excluded.updated_at, generation = excluded.generation,
+        content_key = excluded.content_key
 """
+)
 
 
 _COPY_MEMORY: Final = """
     INSERT INTO tdai_memories (scope_id, id, content, type, scene_name, priority,
         activity_start_time, activity_end_time, "timestamp", session_key, source_message_ids,
-        created_at, updated_at, generation, embedder, vector)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        created_at, updated_at, generation, embedder, vector, content_key)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
     ON CONFLICT (scope_id, id) DO UPDATE SET
         content = excluded.content, type = excluded.type, scene_name = excluded.scene_name,
         priority = excluded.priority, activity_start_time = excluded.activity_start_time,
         activity_end_time = excluded.activity_end_time, "timestamp" = excluded."timestamp",
         session_key = excluded.session_key, source_message_ids = excluded.source_message_ids,
         created_at = excluded.created_at, updated_at = excluded.updated_at,
-        generation = excluded.generation, embedder = excluded.embedder, vector = excluded.vector
+        generation = excluded.generation, embedder = excluded.embedder, vector = excluded.vector,
+        content_key = excluded.content_key
 """
 
 _COPY_TIMEOUT_S: Final = 120.0
@@ -91,6 +108,30 @@ def _vector_or_none(blob: bytes | None, embedder: str | None) -> npt.NDArray[np.
     if not blob or embedder is None:
         return None
     return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+
+
+def _utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _memory_params(scope_id: int, rec: MemoryRecord, gen: int) -> tuple[object, ...]:
+    """The first 14 columns of a memory row (up to `generation`)."""
+    return (
+        scope_id,
+        pg_text(rec.id),
+        pg_text(rec.content),
+        rec.type,
+        pg_text(rec.scene_name),
+        rec.priority,
+        rec.activity_start_time,
+        rec.activity_end_time,
+        rec.timestamp,
+        pg_text(rec.session_key),
+        pg_text(json.dumps(list(rec.source_message_ids), ensure_ascii=False)),
+        rec.created_at,
+        rec.updated_at,
+        gen,
+    )
 
 
 def pg_text(text: str | None) -> str | None:
@@ -189,45 +230,172 @@ class PostgresRecords:
 
     # -- L1 memories ----------------------------------------------------------------------------
 
-    def upsert_memories(self, scope_id: int, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    def upsert_memories(
+        self,
+        scope_id: int,
+        records: Sequence[MemoryRecord],
+        *,
+        dedupe: Sequence[bool] | None = None,
+        actor: str = "api",
+    ) -> list[MemoryRecord]:
         """Insert or update records (by id within the scope) in one transaction, in order.
 
-        An update keeps the original `created_at`, and keeps the row's vector when the content
-        did not change. Returns the records as stored.
+        The same rules as the local store: an update keeps `created_at`, keeps the row's vector
+        when the content did not change, and records the replaced version in the history; with
+        `dedupe[i]`, an exact duplicate of a memory of the scope (or of an earlier record of the
+        call) is not written and that memory is returned instead. A batch of new ids is
+        written in one pipelined statement; anything else record by record.
         """
+        flags = list(dedupe) if dedupe is not None else [False] * len(records)
         with self.db.transaction("write memories") as conn:
-            gen = bump(conn, scope_id)
-            params = [
-                (
-                    scope_id,
-                    pg_text(rec.id),
-                    pg_text(rec.content),
-                    rec.type,
-                    pg_text(rec.scene_name),
-                    rec.priority,
-                    rec.activity_start_time,
-                    rec.activity_end_time,
-                    rec.timestamp,
-                    pg_text(rec.session_key),
-                    pg_text(json.dumps(list(rec.source_message_ids), ensure_ascii=False)),
-                    rec.created_at,
-                    rec.updated_at,
-                    gen,
-                )
-                for rec in records
+            gen = bump(conn, scope_id)  # locks the scope: what is read below stays true
+            ids = [pg_text(r.id) or "" for r in records]
+            taken = conn.execute(
+                "SELECT 1 FROM tdai_memories WHERE scope_id = %s AND id = ANY(%s) LIMIT 1",
+                (scope_id, ids),
+            ).fetchone()
+            if taken is None and len(set(ids)) == len(ids):
+                return self._insert_new(conn, scope_id, gen, records, flags)
+            return [
+                (self.find_duplicate(conn, scope_id, rec) if flag else None)
+                or self.write_memory_row(conn, scope_id, gen, rec, actor=actor)
+                for rec, flag in zip(records, flags, strict=True)
             ]
+
+    def _insert_new(
+        self,
+        conn: psycopg.Connection[Any],
+        scope_id: int,
+        gen: int,
+        records: Sequence[MemoryRecord],
+        flags: Sequence[bool],
+    ) -> list[MemoryRecord]:
+        """Records whose ids the scope does not hold yet: dedupe, then one pipelined insert."""
+        keys = [content_fingerprint(r.content) for r in records]
+        wanted = sorted({k for k, f in zip(keys, flags, strict=True) if f})
+        known: dict[str, MemoryRecord] = {}
+        if wanted:
+            scope = Scope(records[0].user_id, records[0].agent_id)
+            for row in conn.execute(
+                f"SELECT DISTINCT ON (content_key) {_MEMORY_COLS}, content_key FROM tdai_memories "
+                "WHERE scope_id = %s AND content_key = ANY(%s) ORDER BY content_key, rowid",
+                (scope_id, wanted),
+            ):
+                known[str(row[-1])] = _memory(row, scope)
+        stored: list[MemoryRecord] = []
+        params: list[tuple[object, ...]] = []
+        for rec, key, flag in zip(records, keys, flags, strict=True):
+            if flag and key in known:
+                stored.append(known[key])
+                continue
+            known.setdefault(key, rec)
+            stored.append(rec)
+            params.append((*_memory_params(scope_id, rec, gen), None, None, key))
+        if params:
             with conn.cursor() as cur:
-                cur.executemany(_UPSERT_MEMORY, params, returning=True)
-                created: list[str] = []
-                while True:
-                    row = cur.fetchone()
-                    created.append(str(row[0]) if row else "")
-                    if not cur.nextset():
-                        break
-        return [
-            rec if rec.created_at == when else replace(rec, created_at=when)
-            for rec, when in zip(records, created, strict=True)
-        ]
+                cur.executemany(_INSERT_MEMORY, params)
+        return stored
+
+    @staticmethod
+    def find_duplicate(
+        conn: psycopg.Connection[Any], scope_id: int, rec: MemoryRecord
+    ) -> MemoryRecord | None:
+        """The scope's memory whose text is an exact duplicate of `rec`'s, or `None`."""
+        row = conn.execute(
+            f"SELECT {_MEMORY_COLS} FROM tdai_memories WHERE scope_id = %s AND content_key = %s "
+            "ORDER BY rowid LIMIT 1",
+            (scope_id, content_fingerprint(rec.content)),
+        ).fetchone()
+        return _memory(row, Scope(rec.user_id, rec.agent_id)) if row else None
+
+    @staticmethod
+    def write_memory_row(
+        conn: psycopg.Connection[Any],
+        scope_id: int,
+        gen: int,
+        rec: MemoryRecord,
+        *,
+        actor: str,
+        embedder: str | None = None,
+        vector: npt.NDArray[np.float32] | None = None,
+        change: Change = "update",
+        related: Sequence[str] = (),
+    ) -> MemoryRecord:
+        """Insert or update one row inside the caller's transaction; returns it as stored.
+
+        An existing row keeps its `created_at` and its replaced version goes to the history as
+        `change`; `vector` (made by `embedder` from the new content) is stored with the row,
+        else an unchanged text keeps its vector and a changed one waits for the upkeep.
+        """
+        mid = pg_text(rec.id) or ""
+        old = snapshot_of(conn, scope_id, mid)
+        created = str(old["created_at"]) if old is not None else rec.created_at
+        if old is not None:
+            record_version(
+                conn,
+                scope_id,
+                mid,
+                change=change,
+                actor=actor,
+                at=rec.updated_at,
+                related=related,
+                replacement=rec,
+                old=old,
+            )
+        given = vector is not None and embedder is not None
+        conn.execute(
+            _UPSERT_MEMORY,
+            (
+                *_memory_params(scope_id, rec, gen),
+                embedder if given else None,
+                np.ascontiguousarray(vector, dtype=np.float32) if given else None,
+                content_fingerprint(rec.content),
+            ),
+        )
+        return rec if created == rec.created_at else replace(rec, created_at=created)
+
+    @staticmethod
+    def delete_memory_row(
+        conn: psycopg.Connection[Any],
+        scope_id: int,
+        gen: int,
+        memory_id: str,
+        *,
+        actor: str,
+        at: str,
+        change: Change = "delete",
+        related: Sequence[str] = (),
+    ) -> bool:
+        """Delete one row inside the caller's transaction; its last version goes to the history."""
+        mid = pg_text(memory_id) or ""
+        if not record_version(
+            conn, scope_id, mid, change=change, actor=actor, at=at, related=related
+        ):
+            return False
+        row = conn.execute(
+            "DELETE FROM tdai_memories WHERE scope_id = %s AND id = %s RETURNING rowid",
+            (scope_id, mid),
+        ).fetchone()
+        assert row is not None
+        conn.execute(
+            "INSERT INTO tdai_tombstones (scope_id, layer, row_ref, generation) "
+            "VALUES (%s, 'l1', %s, %s)",
+            (scope_id, int(row[0]), gen),
+        )
+        return True
+
+    def existing_duplicates(self, scope_id: int, texts: Sequence[str]) -> dict[str, str]:
+        """For each text with an exact duplicate in the scope: fingerprint -> existing id."""
+        keys = sorted({content_fingerprint(t) for t in texts})
+        if not keys:
+            return {}
+        with self.db.connection("look for duplicates") as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT ON (content_key) content_key, id FROM tdai_memories "
+                "WHERE scope_id = %s AND content_key = ANY(%s) ORDER BY content_key, rowid",
+                (scope_id, keys),
+            ).fetchall()
+        return {str(k): str(i) for k, i in rows}
 
     def get_memory(self, scope_id: int, memory_id: str, scope: Scope) -> MemoryRecord | None:
         """One memory by id, or `None`."""
@@ -238,22 +406,27 @@ class PostgresRecords:
             ).fetchone()
         return _memory(row, scope) if row else None
 
-    def delete_memories(self, scope_id: int, memory_ids: Sequence[str]) -> int:
-        """Delete by id; returns how many existed."""
+    def delete_memories(
+        self, scope_id: int, memory_ids: Sequence[str], *, actor: str = "api"
+    ) -> int:
+        """Delete by id (each deleted version is kept in the history); returns how many existed."""
+        at = _utc_now()
         with self.db.transaction("delete memories") as conn:
             gen = bump(conn, scope_id)
-            rows = conn.execute(
-                "DELETE FROM tdai_memories WHERE scope_id = %s AND id = ANY(%s) RETURNING rowid",
-                (scope_id, [pg_text(m) for m in memory_ids]),
-            ).fetchall()
-            if rows:
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO tdai_tombstones (scope_id, layer, row_ref, generation) "
-                        "VALUES (%s, 'l1', %s, %s)",
-                        [(scope_id, int(r[0]), gen) for r in rows],
-                    )
-        return len(rows)
+            return sum(
+                self.delete_memory_row(conn, scope_id, gen, m, actor=actor, at=at)
+                for m in memory_ids
+            )
+
+    def memory_history(self, scope_id: int, memory_id: str, scope: Scope) -> list[MemoryVersion]:
+        """Every version of a memory, oldest first (the current row last)."""
+        with self.db.connection("read a memory's history") as conn:
+            row = conn.execute(
+                f"SELECT {_MEMORY_COLS} FROM tdai_memories WHERE scope_id = %s AND id = %s",
+                (scope_id, pg_text(memory_id)),
+            ).fetchone()
+            current = _memory(row, scope) if row else None
+            return versions(conn, scope_id, pg_text(memory_id) or "", scope, current)
 
     def list_memories(
         self,
@@ -430,14 +603,25 @@ class PostgresRecords:
                     continue
                 params.append(
                     (
-                        scope_id, mid, pg_text(rec.content), rec.type, pg_text(rec.scene_name),
-                        rec.priority, rec.activity_start_time, rec.activity_end_time,
-                        rec.timestamp, pg_text(rec.session_key),
+                        scope_id,
+                        mid,
+                        pg_text(rec.content),
+                        rec.type,
+                        pg_text(rec.scene_name),
+                        rec.priority,
+                        rec.activity_start_time,
+                        rec.activity_end_time,
+                        rec.timestamp,
+                        pg_text(rec.session_key),
                         pg_text(json.dumps(list(rec.source_message_ids), ensure_ascii=False)),
-                        rec.created_at, rec.updated_at, gen,
-                        row.embedder if vector is not None else None, vector,
+                        rec.created_at,
+                        rec.updated_at,
+                        gen,
+                        row.embedder if vector is not None else None,
+                        vector,
+                        content_fingerprint(rec.content),
                     )
-                )  # fmt: skip
+                )
             if params:
                 with conn.cursor() as cur:
                     cur.executemany(_COPY_MEMORY, params)
@@ -464,11 +648,19 @@ class PostgresRecords:
                 vector = _vector_or_none(row.vector, row.embedder)
                 params.append(
                     (
-                        scope_id, mid, rec.role, pg_text(rec.content), pg_text(rec.session_key),
-                        pg_text(rec.session_id), rec.recorded_at, pg_text(row.context), gen,
-                        row.embedder if vector is not None else None, vector,
+                        scope_id,
+                        mid,
+                        rec.role,
+                        pg_text(rec.content),
+                        pg_text(rec.session_key),
+                        pg_text(rec.session_id),
+                        rec.recorded_at,
+                        pg_text(row.context),
+                        gen,
+                        row.embedder if vector is not None else None,
+                        vector,
                     )
-                )  # fmt: skip
+                )
             if params:
                 with conn.cursor() as cur:
                     cur.executemany(

@@ -20,6 +20,7 @@ its session).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Final
 
 import psycopg
@@ -27,6 +28,7 @@ from psycopg import errors as pg_errors
 from psycopg.types import TypeInfo
 
 from langchain_tdai_recall.errors import StoreError
+from langchain_tdai_recall.text.fingerprint import content_fingerprint
 
 __all__ = ["MIGRATIONS", "SCHEMA_LOCK", "schema_version", "setup"]
 
@@ -112,8 +114,77 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         PRIMARY KEY (scope_id, name)
     );
     """,
+    # 2: memory formation (stores.formation): exact-duplicate fingerprints (`content_key`, filled
+    # for existing rows by `_fill_content_keys`), memory version history, session cursors,
+    # per-scope scene/persona state, the scene queue and the per-scope leases
+    """
+    ALTER TABLE tdai_memories ADD COLUMN content_key text;
+    CREATE INDEX tdai_memories_scope_content_key ON tdai_memories (scope_id, content_key);
+    CREATE TABLE tdai_memory_versions (
+        seq         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        scope_id    bigint NOT NULL,
+        memory_id   text NOT NULL,
+        version     integer NOT NULL,
+        change      text NOT NULL,
+        actor       text NOT NULL,
+        related_ids text NOT NULL DEFAULT '[]',
+        snapshot    text NOT NULL,
+        replaced_at text NOT NULL,
+        UNIQUE (scope_id, memory_id, version)
+    );
+    CREATE TABLE tdai_formation_sessions (
+        scope_id    bigint NOT NULL,
+        session_key text NOT NULL,
+        cursor      bigint NOT NULL DEFAULT 0,
+        warmup      integer NOT NULL DEFAULT 1,
+        situation   text NOT NULL DEFAULT '',
+        failures    integer NOT NULL DEFAULT 0,
+        retry_at    double precision NOT NULL DEFAULT 0,
+        last_error  text NOT NULL DEFAULT '',
+        PRIMARY KEY (scope_id, session_key)
+    );
+    CREATE TABLE tdai_formation_scopes (
+        scope_id               bigint PRIMARY KEY,
+        scenes_at              double precision NOT NULL DEFAULT 0,
+        memories_since_persona integer NOT NULL DEFAULT 0,
+        persona_at             double precision NOT NULL DEFAULT 0,
+        failures               integer NOT NULL DEFAULT 0,
+        retry_at               double precision NOT NULL DEFAULT 0,
+        last_error             text NOT NULL DEFAULT ''
+    );
+    CREATE TABLE tdai_formation_scene_queue (
+        seq       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        scope_id  bigint NOT NULL,
+        memory_id text NOT NULL
+    );
+    CREATE INDEX tdai_formation_scene_queue_scope ON tdai_formation_scene_queue (scope_id, seq);
+    CREATE TABLE tdai_formation_leases (
+        scope_id   bigint PRIMARY KEY,
+        owner      text NOT NULL,
+        host       text NOT NULL,
+        pid        integer NOT NULL,
+        expires_at double precision NOT NULL
+    );
+    """,
 )
 """Append-only schema migrations; never edit one that was released, add another."""
+
+
+def _fill_content_keys(conn: psycopg.Connection[Any]) -> None:
+    """Migration 2: the exact-duplicate fingerprint of every memory stored before it."""
+    with conn.cursor(name="tdai_fingerprints") as source:
+        source.itersize = 2000
+        source.execute("SELECT rowid, content FROM tdai_memories WHERE content_key IS NULL")
+        while rows := source.fetchmany(2000):
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "UPDATE tdai_memories SET content_key = %s WHERE rowid = %s",
+                    [(content_fingerprint(str(content)), rowid) for rowid, content in rows],
+                )
+
+
+_AFTER: Final[dict[int, Callable[[psycopg.Connection[Any]], None]]] = {2: _fill_content_keys}
+"""Python steps run right after a migration's SQL, in the same transaction."""
 
 _CREATE_MIGRATIONS_TABLE: Final = """
     CREATE TABLE IF NOT EXISTS tdai_migrations (
@@ -185,6 +256,8 @@ def setup(conn: psycopg.Connection[Any], display: str, *, upto: int | None = Non
         for number in range(version + 1, target + 1):
             logger.info("applying schema migration %d to PostgreSQL at %s", number, display)
             conn.execute(MIGRATIONS[number - 1])
+            if number in _AFTER:
+                _AFTER[number](conn)
             conn.execute("INSERT INTO tdai_migrations (version) VALUES (%s)", (number,))
             version = number
     return version

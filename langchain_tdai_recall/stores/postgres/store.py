@@ -38,11 +38,13 @@ from langchain_tdai_recall.stores.base import (
 from langchain_tdai_recall.stores.postgres import _schema
 from langchain_tdai_recall.stores.postgres._connection import Database, redact
 from langchain_tdai_recall.stores.postgres._documents import PostgresDocuments
+from langchain_tdai_recall.stores.postgres._formation import PostgresFormationState
 from langchain_tdai_recall.stores.postgres._records import PostgresRecords
 from langchain_tdai_recall.text.tokenize import Tokenizer
 from langchain_tdai_recall.types import (
     MemoryRecord,
     MemoryType,
+    MemoryVersion,
     MessageRecord,
     Scope,
     ScopeStats,
@@ -123,6 +125,7 @@ class PostgresMemoryStore(BaseMemoryStore):
             raise
         self.records = PostgresRecords(self.db)
         self.documents = PostgresDocuments(self.db, self._resolve)
+        self.formation = PostgresFormationState(self.db, self.records)
         self._indexes = DerivedIndexes()
 
     def _prepare(self) -> int:
@@ -199,14 +202,20 @@ class PostgresMemoryStore(BaseMemoryStore):
 
     # -- L1 memories ----------------------------------------------------------------------------
 
-    def put_memories(self, scope: Scope, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
-        """Insert or update memories in one transaction."""
+    def put_memories(
+        self,
+        scope: Scope,
+        records: Sequence[MemoryRecord],
+        *,
+        dedupe: Sequence[bool] | None = None,
+    ) -> list[MemoryRecord]:
+        """Insert or update memories in one transaction (see `BaseMemoryStore.put_memories`)."""
         self._check_writable()
         if not records:
             return []
         scope_id = self.records.scope_id(scope, create=True)
         assert scope_id is not None
-        return self.records.upsert_memories(scope_id, records)
+        return self.records.upsert_memories(scope_id, records, dedupe=dedupe)
 
     def get_memory(self, scope: Scope, memory_id: str) -> MemoryRecord | None:
         """One memory of the scope by id, or `None`."""
@@ -221,6 +230,14 @@ class PostgresMemoryStore(BaseMemoryStore):
         if scope_id is None or not memory_ids:
             return 0
         return self.records.delete_memories(scope_id, memory_ids)
+
+    def memory_history(self, scope: Scope, memory_id: str) -> list[MemoryVersion]:
+        """Every version of a memory of the scope, oldest first (the current one last)."""
+        self._check_open()
+        scope_id = self.records.scope_id(scope, create=False)
+        if scope_id is None:
+            return []
+        return self.records.memory_history(scope_id, memory_id, scope)
 
     def list_memories(
         self, scope: Scope, *, type: MemoryType | None, limit: int | None, offset: int

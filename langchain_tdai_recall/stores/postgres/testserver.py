@@ -263,15 +263,32 @@ class TemporaryPostgres:
             os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
         try:
             self._run(
-                "initdb", "-D", str(pgdata), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                "--no-sync", "--no-instructions",
-            )  # fmt: skip
+                "initdb",
+                "-D",
+                str(pgdata),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "--no-instructions",
+            )
             options = [f"-p {PORT}", f"-k {self.data_dir}"]
             options += [f"-c {name}={value}" for name, value in self.settings.items()]
             self._run(
-                "pg_ctl", "-D", str(pgdata), "-w", "-t", "60",
-                "-l", str(self.data_dir / "server.log"), "-o", " ".join(options), "start",
-            )  # fmt: skip
+                "pg_ctl",
+                "-D",
+                str(pgdata),
+                "-w",
+                "-t",
+                "60",
+                "-l",
+                str(self.data_dir / "server.log"),
+                "-o",
+                " ".join(options),
+                "start",
+            )
         except BaseException:
             self.stop()
             raise
@@ -295,9 +312,18 @@ class TemporaryPostgres:
             msg = "the server is not running; call start() first"
             raise TemporaryPostgresError(msg)
         self._run(
-            "pg_ctl", "-D", str(self.data_dir / "data"), "-w", "-t", "60", "-m", "fast",
-            "-l", str(self.data_dir / "server.log"), "restart",
-        )  # fmt: skip
+            "pg_ctl",
+            "-D",
+            str(self.data_dir / "data"),
+            "-w",
+            "-t",
+            "60",
+            "-m",
+            "fast",
+            "-l",
+            str(self.data_dir / "server.log"),
+            "restart",
+        )
 
     def processes(self) -> list[int]:
         """Process ids of the server: the postmaster and its children (Linux only)."""

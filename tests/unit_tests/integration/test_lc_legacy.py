@@ -150,3 +150,12 @@ def test_executor_turn_is_captured_through_the_one_path(
             "chat-1",
         )
     ]
+
+
+def test_the_executor_turn_is_recorded_once(empty_mem: TdaiMemory) -> None:
+    """The turn wrapper records the turn; the wrapped model inside it must not record it again."""
+    model = FakeToolCallingChatModel(script=[[SEARCH], "Window seats."])
+    _, turn = _executor(empty_mem, model)
+    turn.invoke({"input": "Which seats do I like?"})
+    assert empty_mem.flush(timeout=30)
+    assert empty_mem.stats(user_id="alice").messages == 2

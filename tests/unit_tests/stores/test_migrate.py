@@ -14,6 +14,7 @@ from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.stores.conformance import fill, open_memory, snapshot
 from langchain_tdai_recall.stores.migrate import copy_store
 from langchain_tdai_recall.stores.postgres.store import PostgresMemoryStore
+from langchain_tdai_recall.testing import ScriptedFormationModel
 from langchain_tdai_recall.types import Scope
 
 
@@ -86,8 +87,12 @@ def test_the_migrate_command_copies_and_reports(
     assert main(["migrate", "--from", str(tmp_path / "a"), "--to", postgres_url]) == 0
     out = capsys.readouterr().out
     assert "memories: 14" in out and "messages: 6" in out
-    assert main(["--store", postgres_url, "--embeddings", "hash", "search", "peanut",
-                 "--user", "alice"]) == 0  # fmt: skip
+    assert (
+        main(
+            ["--store", postgres_url, "--embeddings", "hash", "search", "peanut", "--user", "alice"]
+        )
+        == 0
+    )
     assert "allergic to peanuts" in capsys.readouterr().out
     assert main(["migrate", "--from", str(tmp_path / "none"), "--to", postgres_url]) == 1
     assert "holds no memory store" in capsys.readouterr().err
@@ -101,3 +106,44 @@ def test_read_commands_refuse_a_database_without_a_store(
     err = capsys.readouterr().err
     assert "holds no memory store" in err
     assert "pw-s3cret" not in err
+
+
+def test_formation_state_is_copied_so_nothing_is_formed_twice(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    config = {"pipeline": {"enabled": False}, "timezone": "+08:00"}
+    source_dir = tmp_path / "a"
+    with open_memory(
+        MemoryStore(source_dir), extraction_model=ScriptedFormationModel(), config=config
+    ) as memory:
+        for text in ("I am vegetarian.", "I live in Lisbon.", "I play the cello."):
+            memory.record_messages(
+                [{"role": "user", "content": text}, {"role": "assistant", "content": "OK."}],
+                session_key="s1",
+                user_id="f",
+            )
+        assert memory.extract(user_id="f").windows == 1
+        first = memory.list_memories(user_id="f")[0]
+        memory.add_memory("I am vegan now.", id=first.id, user_id="f")  # a second version
+        expected = [(v.record.content, v.change) for v in memory.history(first.id, user_id="f")]
+        formed = sorted(m.content for m in memory.list_memories(user_id="f"))
+    with open_memory(MemoryStore(source_dir)) as memory:  # no model: this one stays unformed
+        memory.record_messages(
+            [{"role": "user", "content": "I moved to Porto."}], session_key="s1", user_id="f"
+        )
+    source = MemoryStore(source_dir, read_only=True)
+    target = PostgresMemoryStore(postgres_url)
+    report = copy_store(source, target)
+    source.close()
+    assert report.formation >= 2  # the cursor and the history version
+    with open_memory(target, extraction_model=ScriptedFormationModel(), config=config) as copy:
+        assert [(v.record.content, v.change) for v in copy.history(first.id, user_id="f")] == (
+            expected
+        )
+        pending = copy._store.formation.pending()
+        assert [(p.session_key, p.messages) for p in pending] == [("s1", 1)]
+        report2 = copy.extract(user_id="f")  # only the message recorded after the run
+        assert report2.messages == 1
+        assert sorted(m.content for m in copy.list_memories(user_id="f")) == sorted(
+            [*formed, "I moved to Porto."]
+        )

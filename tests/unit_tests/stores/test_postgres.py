@@ -208,8 +208,11 @@ def test_concurrent_writers_and_readers_of_one_scope_lose_nothing(postgres_url: 
         def write(memory: TdaiMemory, worker: int) -> None:
             try:
                 for i in range(25):
-                    memory.add_memory(f"worker {worker} note {i} about gardening", user_id="c",
-                                      id=f"w{worker}-{i}")  # fmt: skip
+                    memory.add_memory(
+                        f"worker {worker} note {i} about gardening",
+                        user_id="c",
+                        id=f"w{worker}-{i}",
+                    )
                     if i % 5 == 4:
                         memory.delete_memory(f"w{worker}-{i - 1}", user_id="c")
             except BaseException as exc:  # pragma: no cover - reported below

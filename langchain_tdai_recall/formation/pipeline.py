@@ -1,0 +1,578 @@
+"""One formation run of one scope, end to end, exactly once.
+
+A run holds the scope's lease (`store._formation`, across processes) and, for each session with
+messages past its cursor, repeats until nothing is left, the run's window budget is spent or a
+window fails:
+
+1. read the next window past the cursor (bounded; fewer messages after repeated failures, so a
+   window too big for the model's output limit is split instead of failing forever);
+2. ask the model for memories (`extraction`), validate them;
+3. plan the writes against the scope's memories (`consolidation`), embed their texts (with the
+   store's embedder, through `_embedder.VectorUpkeep.embed_texts`; a text that could not be
+   embedded is stored without a vector and the upkeep embeds it later);
+4. commit the writes and move the cursor in one transaction, provided the lease is still ours
+   and the cursor has not moved.
+
+A failed call or an invalid answer leaves the cursor where it was and schedules a retry with
+exponential backoff (`extraction.retry_base_seconds` … `retry_max_seconds`); nothing is skipped.
+After the windows, the new memories are folded into the scenes and, when due, the persona
+(`scenes`). Every run ends with a `tdai_extraction` custom event and returns an
+`ExtractionReport`; no failure propagates (a turn never sees one).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from langchain_core.callbacks import Callbacks, dispatch_custom_event
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+
+from langchain_tdai_recall.config import TdaiConfig
+from langchain_tdai_recall.formation._llm import CallResult, StructuredCaller
+from langchain_tdai_recall.formation.consolidation import Consolidator
+from langchain_tdai_recall.formation.extraction import (
+    Window,
+    build_window,
+    validate_answer,
+    window_items,
+    window_language,
+)
+from langchain_tdai_recall.formation.prompts import (
+    detect_language,
+    extraction_system,
+    extraction_user,
+)
+from langchain_tdai_recall.formation.report import EXTRACTION_EVENT, ExtractionReport, ReportBuilder
+from langchain_tdai_recall.formation.scenes import SceneWriter
+from langchain_tdai_recall.formation.schemas import (
+    ExtractionAnswer,
+    InvalidAnswerError,
+    read_extraction,
+)
+from langchain_tdai_recall.recall.search import Searcher
+from langchain_tdai_recall.store._formation import (
+    LeaseOwner,
+    PendingSession,
+    Upsert,
+)
+from langchain_tdai_recall.stores.base import BaseMemoryStore
+from langchain_tdai_recall.stores.formation import BaseFormationState
+from langchain_tdai_recall.types import Scope
+
+if TYPE_CHECKING:
+    from langchain_tdai_recall._embedder import VectorUpkeep
+
+__all__ = ["FormationEngine", "RunRequest", "RunResult", "zone_name"]
+
+logger = logging.getLogger(__name__)
+
+_LEASE_MARGIN_S: Final = 60.0
+"""Lease time beyond one model call; the lease is renewed before every call."""
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """What one run should do."""
+
+    scope_id: int
+    scope: Scope
+    sessions: tuple[str, ...] | None = None
+    """Only these sessions (`None`: every session with pending messages)."""
+    force: bool = False
+    """Ignore retry backoff and the scene interval (explicit `extract()` / flush)."""
+    reason: str = "manual"
+    """Why the run happens (`turns`, `idle`, `flush`, `open`, `close`, `manual`, …)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """A finished run."""
+
+    report: ExtractionReport
+    formed_sessions: tuple[str, ...]
+    """Sessions with at least one committed window (their warm-up advances)."""
+    failed_sessions: tuple[str, ...]
+    """Sessions whose window failed (retried after their backoff)."""
+    scenes_due_at: float | None
+    """When the scene update the run postponed is due (epoch seconds), or `None`."""
+    locked: bool = False
+    """Another process holds the scope's lease."""
+
+
+class FormationEngine:
+    """Runs formation for one `TdaiMemory`: the models, the store and the settings."""
+
+    def __init__(
+        self,
+        *,
+        store: BaseMemoryStore,
+        searcher: Searcher,
+        config: TdaiConfig,
+        upkeep: VectorUpkeep | None,
+        model: BaseChatModel,
+        scene_model: BaseChatModel | None,
+        callbacks: Callbacks = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.upkeep = upkeep
+        self.callbacks = callbacks
+        self.records: BaseFormationState = store.formation
+        self.owner = LeaseOwner(token=uuid.uuid4().hex)
+        ex = config.extraction
+        self.caller = StructuredCaller(
+            model, method=ex.structured_output, timeout_s=ex.timeout_seconds
+        )
+        self.scene_caller = StructuredCaller(
+            scene_model or model, method=ex.structured_output, timeout_s=ex.timeout_seconds
+        )
+        self._locks: dict[int, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self.tz = config.tzinfo()
+        self.timezone_name = zone_name(config.timezone, self.tz)
+        self.consolidator = Consolidator(
+            store=store,
+            searcher=searcher,
+            config=ex,
+            tz=self.tz,
+            timezone_name=self.timezone_name,
+            embed=upkeep.embed_texts if upkeep is not None else None,
+        )
+        self.scenes = SceneWriter(
+            store=store, config=config.persona, timezone_name=self.timezone_name
+        )
+        self.lease_ttl_s = ex.timeout_seconds + _LEASE_MARGIN_S
+
+    # -- entry point ---------------------------------------------------------------------------
+
+    def scope_lock(self, scope_id: int) -> threading.Lock:
+        """The in-process lock of a scope (the lease covers other processes)."""
+        with self._locks_guard:
+            return self._locks.setdefault(scope_id, threading.Lock())
+
+    def run(
+        self,
+        request: RunRequest,
+        *,
+        config: RunnableConfig | None = None,
+        progress: Progress | None = None,
+        wait_s: float | None = None,
+    ) -> RunResult:
+        """One run, traced as the runnable `tdai_extraction`; never raises.
+
+        Waits up to `wait_s` (`None`: as long as it takes) for another run of the same scope
+        in this process to finish; if it does not, the result is `locked`.
+        """
+        lock = self.scope_lock(request.scope_id)
+        if not lock.acquire(timeout=-1 if wait_s is None else max(wait_s, 0.0)):
+            builder = ReportBuilder()
+            builder.bump("scopes")
+            builder.bump("locked_scopes")
+            return RunResult(builder.build(), (), (), None, locked=True)
+        try:
+            return self._run_traced(request, config, progress)
+        finally:
+            lock.release()
+
+    def _run_traced(
+        self,
+        request: RunRequest,
+        config: RunnableConfig | None,
+        progress: Progress | None,
+    ) -> RunResult:
+        runnable = RunnableLambda(self._traced, name=EXTRACTION_EVENT)
+        run_config: RunnableConfig = dict(config or {})  # type: ignore[assignment]
+        if self.callbacks is not None and not run_config.get("callbacks"):
+            run_config["callbacks"] = self.callbacks
+        run_config.setdefault("run_name", EXTRACTION_EVENT)
+        try:
+            result: RunResult = runnable.invoke((request, progress), run_config)
+        except Exception as exc:  # tracing or a callback failed; the run's work stands
+            logger.warning("formation run of %s failed: %s", request.scope, exc)
+            builder = ReportBuilder()
+            builder.error(f"{type(exc).__name__}: {exc}")
+            return RunResult(builder.build(), (), (), None)
+        return result
+
+    def _traced(
+        self, args: tuple[RunRequest, Progress | None], config: RunnableConfig
+    ) -> RunResult:
+        request, progress = args
+        result = self._run(request, config, progress)
+        report = result.report
+        try:
+            dispatch_custom_event(
+                EXTRACTION_EVENT,
+                report.event(
+                    user_id=request.scope.user_id,
+                    agent_id=request.scope.agent_id,
+                    reason=request.reason,
+                    sessions_formed=list(result.formed_sessions),
+                    sessions_failed=list(result.failed_sessions),
+                ),
+                config=config,
+            )
+        except Exception as exc:  # a failing handler must not undo the run
+            logger.debug("could not dispatch %s: %s", EXTRACTION_EVENT, exc)
+        if report.errors:
+            logger.warning(
+                "formation of %s: %d window(s) failed, %d message(s) pending (%s)",
+                request.scope,
+                report.failed_windows,
+                report.pending_messages,
+                report.errors[0],
+            )
+        logger.info(
+            "formation of %s (%s): %d windows, %d messages, decisions %s, %.0f ms",
+            request.scope,
+            request.reason,
+            report.windows,
+            report.messages,
+            report.decisions,
+            report.elapsed_ms,
+        )
+        return result
+
+    # -- one run -------------------------------------------------------------------------------
+
+    def _run(
+        self, request: RunRequest, config: RunnableConfig, progress: Progress | None
+    ) -> RunResult:
+        started = time.perf_counter()
+        report = ReportBuilder()
+        report.bump("scopes")
+        formed: list[str] = []
+        failed: list[str] = []
+        scenes_due: float | None = None
+        if not self.records.acquire(request.scope_id, self.owner, self.lease_ttl_s):
+            report.bump("locked_scopes")
+            report.bump("elapsed_ms", (time.perf_counter() - started) * 1000)
+            return RunResult(report.build(), (), (), None, locked=True)
+        try:
+            budget = self.config.extraction.max_windows_per_run
+            for pending in self._pending(request):
+                if not request.force and pending.state.retry_at > time.time():
+                    continue  # backing off after a failure
+                report.bump("sessions")
+                windows, ok = self._session(
+                    request,
+                    pending.session_key,
+                    budget=budget,
+                    report=report,
+                    config=config,
+                    progress=progress,
+                )
+                budget -= windows
+                if windows:
+                    formed.append(pending.session_key)
+                if not ok:
+                    failed.append(pending.session_key)
+                if budget <= 0:
+                    break
+            scenes_due = self._scene_step(request, bool(formed), report, config)
+        except Exception as exc:  # the store closed under us, a bug: report, never raise
+            logger.warning("formation of %s stopped: %s", request.scope, exc, exc_info=True)
+            report.error(f"{type(exc).__name__}: {exc}")
+        finally:
+            try:
+                self.records.release(request.scope_id, self.owner)
+            except Exception as exc:  # the store is closed: the lease expires by itself
+                logger.debug("could not release the formation lease: %s", exc)
+        try:
+            left = self._pending(request)
+            report.bump("pending_messages", sum(p.messages for p in left))
+        except Exception as exc:
+            logger.debug("could not count pending messages: %s", exc)
+        report.bump("elapsed_ms", (time.perf_counter() - started) * 1000)
+        return RunResult(report.build(), tuple(formed), tuple(failed), scenes_due)
+
+    def _pending(self, request: RunRequest) -> list[PendingSession]:
+        """The request's sessions with messages past their cursor."""
+        if request.sessions is None:
+            return self.records.pending(request.scope_id)
+        found = (self.records.backlog(request.scope_id, key) for key in request.sessions)
+        return [p for p in found if p is not None]
+
+    def _session(
+        self,
+        request: RunRequest,
+        session_key: str,
+        *,
+        budget: int,
+        report: ReportBuilder,
+        config: RunnableConfig,
+        progress: Progress | None,
+    ) -> tuple[int, bool]:
+        """Extract windows of one session until done, out of budget, or a failure."""
+        ex = self.config.extraction
+        done = 0
+        while done < budget:
+            state = self.records.session(request.scope_id, session_key)
+            rows = self.records.messages_after(
+                request.scope_id, session_key, state.cursor, ex.window_messages
+            )
+            if not rows:
+                return done, True
+            shrink = max(state.failures - 1, 0)
+            window = build_window(
+                rows,
+                self.records.messages_up_to(
+                    request.scope_id, session_key, state.cursor, ex.background_messages
+                ),
+                start_cursor=state.cursor,
+                config=ex,
+                max_messages=max(1, ex.window_messages >> min(shrink, 16)),
+            )
+            if window is None:
+                return done, True
+            if not self.records.acquire(request.scope_id, self.owner, self.lease_ttl_s):
+                report.error("the scope's formation lease was taken over")
+                return done, False
+            error = self._window(
+                request,
+                session_key,
+                window,
+                situation=state.situation,
+                report=report,
+                config=config,
+            )
+            if error is not None:
+                report.bump("failed_windows")
+                report.error(error)
+                failures = self.records.record_failure(
+                    request.scope_id,
+                    session_key,
+                    error=error,
+                    retry_at=time.time() + self.backoff(state.failures + 1),
+                )
+                logger.info(
+                    "formation window of %s/%s failed (%d in a row): %s",
+                    request.scope,
+                    session_key,
+                    failures,
+                    error,
+                )
+                return done, False
+            done += 1
+            report.bump("windows")
+            report.bump("messages", len(window.messages))
+            if progress is not None:
+                progress(len(window.messages))
+        return done, True
+
+    def backoff(self, failures: int) -> float:
+        """Seconds before retry number `failures` (exponential, capped)."""
+        ex = self.config.extraction
+        return float(min(ex.retry_base_seconds * 2 ** max(failures - 1, 0), ex.retry_max_seconds))
+
+    def _window(
+        self,
+        request: RunRequest,
+        session_key: str,
+        window: Window,
+        *,
+        situation: str,
+        report: ReportBuilder,
+        config: RunnableConfig,
+    ) -> str | None:
+        """Extract, consolidate and commit one window; returns an error, or `None` on success."""
+        ex = self.config.extraction
+        lang = window_language(window, ex.language)
+        background, messages = window_items(window, self.tz, message_chars=ex.message_chars)
+        system = extraction_system(lang, language=lang, timezone=self.timezone_name)
+        user = extraction_user(
+            lang,
+            timezone=self.timezone_name,
+            situation=situation,
+            background=background,
+            messages=messages,
+        )
+        call = self.caller.call(ExtractionAnswer, system, user, config=config)
+        self._count(report, call)
+        report.prompt_chars.append(call.prompt_chars)
+        if call.data is None:
+            return call.error or "the extraction call failed"
+        try:
+            read = read_extraction(call.data)
+        except InvalidAnswerError as exc:
+            return f"invalid extraction answer: {exc}"
+        checked = validate_answer(
+            read.answer, window, config=ex, tz=self.tz, previous_situation=situation
+        )
+        report.bump("extracted", len(checked.memories))
+        report.bump("rejected", read.rejected + checked.rejected + checked.capped)
+        report.bump("downgraded_rules", checked.downgraded_rules)
+        plan = self.consolidator.plan(
+            request.scope,
+            request.scope_id,
+            checked.memories,
+            session_key=session_key,
+            language=lang,
+            caller=self.caller,
+            run_config=config,
+        )
+        if plan.call is not None:
+            self._count(report, plan.call)
+        if plan.error is not None:
+            return plan.error
+        self.consolidator.embed_missing(plan)  # before the transaction: a crash loses nothing
+        outcome = self.records.commit(
+            request.scope_id,
+            owner=self.owner,
+            upserts=[
+                Upsert(w.record, w.vector, change=w.change, related=w.related, dedupe=w.new)
+                for w in plan.writes
+            ],
+            deletes=plan.deletes,
+            actor="extraction",
+            embedder=self.store.embedder_id,
+            session_key=session_key,
+            expected_cursor=window.start_cursor,
+            new_cursor=window.end_cursor,
+            situation=checked.situation,
+            queue_scenes=self.config.persona.enabled,
+        )
+        if not outcome.ok:
+            return f"not committed: {outcome.reason}"
+        if self.upkeep is not None and any(w.vector is None for w in plan.writes):
+            self.upkeep.wake()
+        counts = dict(plan.counts)
+        counts["duplicate"] = counts.get("duplicate", 0) + outcome.duplicates
+        counts["add"] = max(counts.get("add", 0) - outcome.duplicates, 0)
+        report.decide(counts)
+        report.bump("invalid_decisions", plan.invalid_decisions)
+        report.bump("written", len(outcome.written))
+        report.bump("deleted", len(outcome.deleted))
+        return None
+
+    @staticmethod
+    def _count(report: ReportBuilder, call: CallResult) -> None:
+        report.call(call.input_tokens, call.output_tokens)
+
+    # -- scenes and persona --------------------------------------------------------------------
+
+    def _scene_step(
+        self,
+        request: RunRequest,
+        formed_now: bool,
+        report: ReportBuilder,
+        config: RunnableConfig,
+    ) -> float | None:
+        """Fold queued memories into scenes and the persona when due; returns a later due time."""
+        persona_cfg = self.config.persona
+        if not persona_cfg.enabled:
+            return None
+        state = self.records.scope_state(request.scope_id)
+        now = time.time()
+        pipe = self.config.pipeline
+        seq, memories, queued = self.records.scene_queue(
+            request.scope_id, request.scope, persona_cfg.scene_batch
+        )
+        if queued and not request.force:
+            due = max(state.scenes_at + pipe.l2_min_interval_seconds, state.retry_at)
+            if formed_now:
+                due = max(due, now + pipe.l2_delay_after_l1_seconds)
+            if due > now:
+                return due
+        changed: list[str] = []
+        scenes_ok = True
+        batches = 0
+        while queued and batches < 10:
+            batches += 1
+            if not self.records.acquire(request.scope_id, self.owner, self.lease_ttl_s):
+                report.error("the scope's formation lease was taken over")
+                return None
+            lang = self._language([m.content for m in memories])
+            outcome = self.scenes.update_scenes(
+                request.scope, memories, language=lang, caller=self.scene_caller, run_config=config
+            )
+            if outcome.call is not None:
+                self._count(report, outcome.call)
+            if outcome.error is not None:
+                scenes_ok = False
+                report.error(outcome.error)
+                self.records.scenes_failed(
+                    request.scope_id,
+                    error=outcome.error,
+                    retry_at=now + self.backoff(state.failures + 1),
+                )
+                break
+            report.scene(
+                created=outcome.created,
+                updated=outcome.updated,
+                merged=outcome.merged,
+                deleted=outcome.deleted,
+                refused=outcome.refused,
+            )
+            changed += outcome.changed_names
+            self.records.scenes_done(request.scope_id, seq, owner=self.owner)
+            seq, memories, queued = self.records.scene_queue(
+                request.scope_id, request.scope, persona_cfg.scene_batch
+            )
+        if scenes_ok:
+            self._persona_step(request, changed, report, config)
+        return None
+
+    def _persona_step(
+        self,
+        request: RunRequest,
+        changed: Sequence[str],
+        report: ReportBuilder,
+        config: RunnableConfig,
+    ) -> None:
+        store = self.store
+        state = self.records.scope_state(request.scope_id)
+        has_persona = store.get_persona(request.scope) is not None
+        scenes = store.list_scenes(request.scope)
+        due = (not has_persona and bool(scenes)) or (
+            state.memories_since_persona >= self.config.persona.trigger_every_n
+        )
+        if not due:
+            return
+        recent = self.records.recent_memories(request.scope_id, request.scope, 60)
+        lang = self._language([m.content for m in recent[:30]] or [s.summary for s in scenes])
+        outcome = self.scenes.update_persona(
+            request.scope,
+            recent[:60],
+            changed,
+            language=lang,
+            caller=self.scene_caller,
+            run_config=config,
+        )
+        if outcome.call is not None:
+            self._count(report, outcome.call)
+        if outcome.error is not None:
+            report.error(outcome.error)  # counters stay: the persona is retried next run
+            return
+        report.persona_updated |= outcome.written
+        self.records.persona_done(request.scope_id)
+
+    def _language(self, texts: Sequence[str]) -> Any:
+        configured = self.config.extraction.language
+        if configured in ("zh", "en"):
+            return configured
+        return detect_language(texts)
+
+
+def zone_name(configured: str, tz: Any) -> str:
+    """A readable name of the configured zone for prompts (`Asia/Shanghai`, `+08:00`)."""
+    if configured != "system":
+        return configured
+    key = getattr(tz, "key", None)
+    if isinstance(key, str) and key and key != "localtime":
+        return key
+    import datetime as dt  # noqa: PLC0415
+
+    offset = dt.datetime.now(tz).utcoffset() or dt.timedelta()
+    minutes = int(offset.total_seconds() // 60)
+    sign = "+" if minutes >= 0 else "-"
+    return f"UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"

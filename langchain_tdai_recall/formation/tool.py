@@ -1,0 +1,467 @@
+"""`tdai_manage_memory`: an optional tool with which the agent remembers, corrects or forgets.
+
+LangMem's `manage_memory` equivalent, off by default: `tools.manage_memory = true` registers it
+with the other memory tools (`memory.tools()`, the middleware, `ExecutorMemory`), and
+`create_manage_memory_tool(memory)` builds it alone. Every write goes through the same path as
+background formation:
+
+- `remember`: the text is a new memory; exact duplicates are not stored again and, when a chat
+  model is configured, similar memories are consolidated with it (add / update / merge / skip).
+- `correct`: with a `memory_id`, that memory of the caller's scope is rewritten (same id,
+  original creation time, the old version kept in `memory.history(id)`); without one, the text
+  is consolidated like `remember`, so the model can decide it updates an existing memory.
+- `forget`: with a `memory_id`, that memory is deleted (its last version kept in the history);
+  without one, the single memory matching the text above `extraction.candidate_floor` is
+  deleted, or the tool lists the candidates with their ids and asks to call again with one.
+
+The tool is built on the memory tools' base (`tools.py`), so identity, the failure policy and
+the per-turn budget are the ones of `_turn.py`: the scope comes from the run
+(`runtime.context`, then `config["configurable"]`), then the arguments given here, and no call
+can reach another scope; its calls are counted per turn like the search tools', against their
+own cap `tools.max_manage_calls_per_turn` (the search cap is unchanged), and a refused call is
+answered with an error `ToolMessage`. The agent cannot mint an absolute standing rule
+(`priority` is 0..100 here). Rows are written without waiting for the embedder: candidates are
+searched like a recall query (its embedding bounded by `embedding.query_timeout_ms`) and the
+vector upkeep embeds the rows afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, cast
+
+from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
+from langchain_core.tools import BaseTool, InjectedToolArg, ToolException
+from pydantic import BaseModel, Field, ValidationError
+from typing_extensions import override
+
+from langchain_tdai_recall._turn import (
+    MANAGE_BUDGET_EXHAUSTED_MESSAGE,
+    MANAGE_MEMORY_TOOL,
+    RunBudgets,
+    ScopeResolver,
+    StateBudget,
+    ToolBudget,
+    TurnIdentity,
+)
+from langchain_tdai_recall.errors import ConfigError
+from langchain_tdai_recall.formation.consolidation import Consolidator, Plan
+from langchain_tdai_recall.formation.extraction import NewMemory
+from langchain_tdai_recall.formation.prompts import detect_language
+from langchain_tdai_recall.store._formation import Upsert
+from langchain_tdai_recall.store._history import Change
+from langchain_tdai_recall.tools import _MemoryToolBase, _Steps, _ToolInput
+from langchain_tdai_recall.types import MemoryRecord, MemoryType, Scope
+
+if TYPE_CHECKING:
+    from langchain_tdai_recall.config import TdaiConfig
+    from langchain_tdai_recall.formation._llm import StructuredCaller
+    from langchain_tdai_recall.memory import TdaiMemory
+    from langchain_tdai_recall.recall.search import Searcher
+    from langchain_tdai_recall.stores.base import BaseMemoryStore
+
+__all__ = [
+    "MANAGE_MEMORY_TOOL",
+    "ManageMemoryInput",
+    "MemoryManager",
+    "create_manage_memory_tool",
+    "manage_budget",
+]
+
+logger = logging.getLogger(__name__)
+
+_DESCRIPTION: Final = (
+    "Change the long-term memory about the user. action='remember' stores a lasting fact, "
+    "preference or rule the user wants you to keep (content: one self-contained sentence). "
+    "action='correct' fixes a stored memory (content: the corrected sentence; memory_id when "
+    "you know it). action='forget' removes a memory the user wants gone (memory_id, or "
+    "content describing it). Use it only when the user asks you to remember, correct or forget "
+    "something, or states a lasting fact or preference. At most {limit} calls per turn."
+)
+
+ToolOutput = tuple[str, dict[str, Any]]
+
+
+class ManageMemoryInput(_ToolInput):
+    """Arguments of `tdai_manage_memory`."""
+
+    action: Literal["remember", "correct", "forget"] = Field(
+        description="remember, correct or forget."
+    )
+    content: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="The memory as one self-contained sentence (remember, correct), or a "
+        "description of the memory to forget.",
+    )
+    memory_id: str | None = Field(
+        default=None,
+        max_length=256,
+        description="Id of the memory to correct or forget, as returned by this tool.",
+    )
+    type: Literal["persona", "episodic", "instruction"] = Field(
+        default="persona",
+        description="persona: a fact or preference; episodic: an event; instruction: a rule "
+        "for you.",
+    )
+    priority: int = Field(default=60, ge=0, le=100, description="Importance, 0-100.")
+
+
+def _checked_args(name: str, args: object) -> Mapping[str, object] | None:
+    """The normalised arguments of a `tdai_manage_memory` call, or `None` when invalid."""
+    if name != MANAGE_MEMORY_TOOL or not isinstance(args, Mapping):
+        return None
+    try:
+        return ManageMemoryInput.model_validate(args).model_dump(exclude={"runtime"})
+    except ValidationError:
+        return None
+
+
+def manage_budget(limit: int) -> StateBudget:
+    """The graph-state budget of `tdai_manage_memory` (its own cap, counted like the searches)."""
+    return StateBudget(limit, _checked_args, names=frozenset({MANAGE_MEMORY_TOOL}))
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class MemoryManager:
+    """The writes of `tdai_manage_memory`, through consolidation and one commit per call.
+
+    Built by `TdaiMemory` from its parts (`TdaiMemory._memory_manager`).
+
+    Args:
+        store: The store written to.
+        searcher: The search recall uses (candidates, `forget` by description).
+        config: The store's settings.
+        caller: The formation model's caller, when a chat model is configured (consolidation
+            asks it); `None` adds without asking.
+        wake_upkeep: Tells the vector upkeep rows were written.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: BaseMemoryStore,
+        searcher: Searcher,
+        config: TdaiConfig,
+        caller: StructuredCaller | None,
+        wake_upkeep: Callable[[], None],
+    ) -> None:
+        from langchain_tdai_recall.formation.pipeline import zone_name  # noqa: PLC0415
+
+        self.store = store
+        self.config = config
+        self.caller = caller
+        self.wake_upkeep = wake_upkeep
+        self.records = store.formation
+        self.searcher = searcher
+        tz = config.tzinfo()
+        self.consolidator = Consolidator(
+            store=store,
+            searcher=searcher,
+            config=config.extraction,
+            tz=tz,
+            timezone_name=zone_name(config.timezone, tz),
+            embed=None,  # during a turn: never wait for the embedder beyond a query's bound
+        )
+
+    def run(self, identity: TurnIdentity, args: Mapping[str, Any]) -> ToolOutput:
+        """Apply one tool call in the identity's scope."""
+        scope, session = identity.scope, identity.session_key
+        action = str(args["action"])
+        kind = cast("MemoryType", args["type"])
+        priority = int(args["priority"])
+        content = cast("str | None", args.get("content"))
+        memory_id = cast("str | None", args.get("memory_id"))
+        if action == "remember":
+            return self.remember(scope, session, content, kind=kind, priority=priority)
+        if action == "correct":
+            return self.correct(scope, session, content, memory_id, kind=kind, priority=priority)
+        return self.forget(scope, content, memory_id)
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def remember(
+        self, scope: Scope, session: str, content: str | None, *, kind: MemoryType, priority: int
+    ) -> ToolOutput:
+        """Consolidate and store one new memory."""
+        plan = self._plan(scope, session, _text(content, "remember"), kind, priority)
+        if plan.error is not None:
+            msg = f"The memory could not be stored now ({plan.error})."
+            raise ToolException(msg)
+        upserts = [
+            Upsert(w.record, w.vector, change=w.change, related=w.related, dedupe=w.new)
+            for w in plan.writes
+        ]
+        written, deleted = self._commit(scope, upserts, plan.deletes)
+        if not written and not deleted:
+            return "This is already remembered; nothing changed.", {"written": [], "deleted": []}
+        lines = [f"Remembered (id {r.id}): {r.content}" for r in written]
+        lines += [f"Removed (id {i}) as outdated." for i in deleted]
+        return "\n".join(lines), {"written": [r.id for r in written], "deleted": deleted}
+
+    def correct(
+        self,
+        scope: Scope,
+        session: str,
+        content: str | None,
+        memory_id: str | None,
+        *,
+        kind: MemoryType,
+        priority: int,
+    ) -> ToolOutput:
+        """Rewrite one memory by id (or consolidate the text like `remember`)."""
+        text = _text(content, "correct")
+        if not memory_id:
+            return self.remember(scope, session, text, kind=kind, priority=priority)
+        old = self.store.get_memory(scope, memory_id)
+        if old is None:
+            msg = f"There is no memory {memory_id!r} for this user. Check the id."
+            raise ToolException(msg)
+        record = replace(
+            old,
+            content=text[: self.config.extraction.content_max_chars],
+            type=kind,
+            priority=-1 if old.priority == -1 else priority,
+            updated_at=_now(),
+        )
+        self._commit(scope, [Upsert(record, None)], [])
+        return f"Corrected (id {memory_id}): {record.content}", {
+            "written": [memory_id],
+            "deleted": [],
+        }
+
+    def forget(self, scope: Scope, content: str | None, memory_id: str | None) -> ToolOutput:
+        """Delete one memory by id, or the single memory matching a description."""
+        if not memory_id:
+            text = _text(content, "forget")
+            floor = self.config.extraction.candidate_floor
+            outcome = self.searcher.search(
+                scope, "l1", text, limit=5, strategy=self.config.recall.strategy
+            )
+            hits = outcome.top(5, floor)
+            rows = self.store.memories_by_ref(scope, [h.rowid for h in hits])
+            found = [rows[h.rowid] for h in hits if h.rowid in rows]
+            if not found:
+                return "No stored memory matches that; nothing was forgotten.", {"deleted": []}
+            if len(found) > 1:
+                listing = "\n".join(f"- {r.id}: {r.content}" for r in found)
+                return (
+                    "Several memories match. Call again with the memory_id to forget:\n" + listing,
+                    {"candidates": [r.id for r in found], "deleted": []},
+                )
+            memory_id = found[0].id
+        _, deleted = self._commit(scope, [], [(memory_id, "delete", ())])
+        if not deleted:
+            msg = f"There is no memory {memory_id!r} for this user. Check the id."
+            raise ToolException(msg)
+        return f"Forgotten (id {memory_id}).", {"deleted": [memory_id]}
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _plan(self, scope: Scope, session: str, text: str, kind: MemoryType, priority: int) -> Plan:
+        scope_id = self.records.scope_id(scope, create=True)
+        assert scope_id is not None
+        new = NewMemory(
+            content=text[: self.config.extraction.content_max_chars],
+            type=kind,
+            priority=priority,
+            situation="",
+            activity_start_time=None,
+            activity_end_time=None,
+            source_ids=(),
+        )
+        return self.consolidator.plan(
+            scope,
+            scope_id,
+            [new],
+            session_key=session,
+            language=detect_language([text]),
+            caller=self.caller,
+        )
+
+    def _commit(
+        self,
+        scope: Scope,
+        upserts: Sequence[Upsert],
+        deletes: Sequence[tuple[str, Change, tuple[str, ...]]],
+    ) -> tuple[list[MemoryRecord], list[str]]:
+        """Write in one transaction (with history); returns (rows written, ids deleted)."""
+        if self.store.read_only:
+            msg = "this memory store was opened read-only; memories cannot be changed"
+            raise ToolException(msg)
+        scope_id = self.records.scope_id(scope, create=True)
+        assert scope_id is not None
+        outcome = self.records.commit(
+            scope_id,
+            owner=None,
+            upserts=upserts,
+            deletes=deletes,
+            actor="tool",
+            embedder=self.store.embedder_id,
+            queue_scenes=self.config.persona.enabled,
+        )
+        if outcome.written:
+            self.wake_upkeep()
+        return list(outcome.written), list(outcome.deleted)
+
+
+def _text(content: str | None, action: str) -> str:
+    text = " ".join((content or "").split())
+    if not text:
+        msg = f"action={action!r} needs `content`: the memory as one sentence."
+        raise ToolException(msg)
+    return text
+
+
+class ManageMemoryTool(_MemoryToolBase):
+    """`tdai_manage_memory`; see the module docstring."""
+
+    name: str = MANAGE_MEMORY_TOOL
+    args_schema: type[BaseModel] = ManageMemoryInput
+    capped: bool = Field(default=True, exclude=True)
+    budget_message: str = Field(default=MANAGE_BUDGET_EXHAUSTED_MESSAGE, exclude=True)
+    manager: Any = Field(exclude=True)
+    """The `MemoryManager` that applies the calls."""
+
+    @override
+    def _steps(self, identity: TurnIdentity, args: Mapping[str, Any]) -> _Steps:
+        try:
+            output: ToolOutput = self.manager.run(identity, args)
+        except ToolException:
+            raise
+        except Exception as exc:  # the store failing must not end the agent
+            raise self._failed(exc) from exc
+        yield from ()  # no store calls to hand out: the body runs on the first step
+        return output
+
+    @override
+    def _run(
+        self,
+        action: str,
+        content: str | None = None,
+        memory_id: str | None = None,
+        type: str = "persona",
+        priority: int = 60,
+        runtime: Annotated[Any, InjectedToolArg] = None,
+        run_manager: CallbackManagerForToolRun | None = None,
+    ) -> ToolOutput:
+        args = {
+            "action": action,
+            "content": content,
+            "memory_id": memory_id,
+            "type": type,
+            "priority": priority,
+        }
+        return cast("ToolOutput", self._drive(self._start(args, runtime, run_manager)))
+
+    @override
+    async def _arun(
+        self,
+        action: str,
+        content: str | None = None,
+        memory_id: str | None = None,
+        type: str = "persona",
+        priority: int = 60,
+        runtime: Annotated[Any, InjectedToolArg] = None,
+        run_manager: AsyncCallbackManagerForToolRun | None = None,
+    ) -> ToolOutput:
+        args = {
+            "action": action,
+            "content": content,
+            "memory_id": memory_id,
+            "type": type,
+            "priority": priority,
+        }
+        steps = self._start(args, runtime, run_manager)  # identity and budget on the loop
+        # consolidation may call the chat model and writes to SQLite: not on the event loop
+        return cast("ToolOutput", await asyncio.to_thread(self._drive, steps))
+
+
+def build_manage_tool(
+    memory: TdaiMemory,
+    *,
+    resolver: ScopeResolver,
+    budget: ToolBudget | None,
+    validation_handler: Callable[[ValidationError], str],
+) -> BaseTool:
+    """The tool as `tools.create_memory_tools` registers it (shared resolver)."""
+    limit = memory.config.tools.max_manage_calls_per_turn if budget is None else budget.limit
+    return ManageMemoryTool(
+        description=_DESCRIPTION.format(limit=limit),
+        handle_validation_error=validation_handler,
+        memory=memory,
+        manager=memory._memory_manager(),
+        resolver=resolver,
+        budget=budget,
+        state_budget=manage_budget(limit),
+        run_budgets=RunBudgets(limit),
+    )
+
+
+def create_manage_memory_tool(
+    memory: TdaiMemory,
+    *,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    session_key: str | None = None,
+    require_user_id: bool = False,
+    budget: ToolBudget | None = None,
+) -> BaseTool:
+    """Build the optional `tdai_manage_memory` tool alone (see the module docstring).
+
+    `tools.manage_memory = true` registers it with the other memory tools instead.
+
+    Args:
+        memory: The store to write.
+        user_id: User of the scope when the run names none.
+        agent_id: Agent of the scope when the run names none.
+        session_key: Session when the run names none (recorded on new memories).
+        require_user_id: Raise `ScopeError` instead of falling back to the default user.
+        budget: An explicit per-turn `ToolBudget` that the caller resets each turn (its
+            `limit` is the cap); without it the cap is `tools.max_manage_calls_per_turn`,
+            derived from the graph state inside an agent or kept per parent run elsewhere.
+
+    Returns:
+        The tool.
+
+    Raises:
+        ConfigError: If an argument is invalid (`ScopeError` for a bad id).
+
+    Example:
+        ```python
+        from langchain_tdai_recall import TdaiMemory
+        from langchain_tdai_recall.formation.tool import create_manage_memory_tool
+        from langchain_tdai_recall.testing import HashEmbeddings
+
+        with TdaiMemory.open(None, embeddings=HashEmbeddings()) as memory:
+            tool = create_manage_memory_tool(memory, user_id="alice")
+            tool.invoke({"action": "remember", "content": "Alice is allergic to peanuts."})
+            assert memory.list_memories(user_id="alice")[0].content.startswith("Alice")
+        ```
+    """
+    memory._check_open()
+    if budget is not None and not isinstance(cast("object", budget), ToolBudget):
+        msg = f"budget must be a ToolBudget, got {type(budget).__name__}"
+        raise ConfigError(msg)
+    from langchain_tdai_recall.tools import _validation_handler  # noqa: PLC0415
+
+    resolver = ScopeResolver.for_memory(
+        memory,
+        user_id=user_id,
+        agent_id=agent_id,
+        session_key=session_key,
+        require_user_id=require_user_id,
+    )
+    return build_manage_tool(
+        memory,
+        resolver=resolver,
+        budget=budget,
+        validation_handler=_validation_handler(MANAGE_MEMORY_TOOL),
+    )
