@@ -21,9 +21,16 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-import psycopg
 
-from langchain_tdai_recall.errors import ConfigError, StoreError
+from langchain_tdai_recall.errors import ConfigError, MissingDependencyError, StoreError
+
+try:
+    import psycopg
+    import psycopg_pool  # noqa: F401 - part of the extra, checked here with psycopg
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the extra
+    _PACKAGE = "psycopg"
+    raise MissingDependencyError(_PACKAGE, extra="postgres") from exc
+
 from langchain_tdai_recall.store._scope import LayerIndex
 from langchain_tdai_recall.stores.base import (
     LAYERS,

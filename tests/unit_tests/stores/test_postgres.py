@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -238,3 +240,20 @@ def test_concurrent_writers_and_readers_of_one_scope_lose_nothing(postgres_url: 
             index = memory._store.index(Scope("c"), "l1")
             assert index is not None
             assert {m.id for m in index.meta.values()} == expected
+
+
+def test_without_the_extra_a_url_names_the_install_command() -> None:
+    script = (
+        "import sys\n"
+        "sys.modules['psycopg'] = None  # as if the postgres extra were not installed\n"
+        "from langchain_tdai_recall import TdaiMemory\n"
+        "from langchain_tdai_recall.errors import MissingDependencyError\n"
+        "try:\n"
+        "    TdaiMemory.open('postgresql://app@db.invalid/memory', embeddings=None)\n"
+        "except MissingDependencyError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert 'pip install "langchain-tdai-recall[postgres]"' in done.stdout
