@@ -34,6 +34,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,13 @@ from langchain_tdai_recall.store._formation import LeaseOwner, Upsert
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.testing import HashEmbeddings, ScriptedFormationModel
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
-from langchain_tdai_recall.types import MemoryRecord, MessageRecord, Scope
+from langchain_tdai_recall.types import (
+    MemoryRecord,
+    MessageRecord,
+    SceneBlock,
+    SceneInfo,
+    Scope,
+)
 
 __all__ = ["BackendConformance", "BackendFactory", "DurableBackendConformance"]
 
@@ -788,6 +795,44 @@ class BackendConformance(_FormationTests):
         with open_memory(None) as reference:
             expected = script(reference)
         assert script(memory) == expected
+
+    def test_scene_edits_are_all_or_nothing(
+        self, factory: BackendFactory, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Memory formation's scene edits: a failure half-way leaves every scene as it was."""
+        store = factory.open()
+        try:
+            scope = Scope("scenes")
+            store.upsert_scene(scope, "Kitchen", summary="cooking", body="pasta", heat=None)
+            store.upsert_scene(scope, "Garden", summary="plants", body="roses", heat=None)
+            before = store.scenes_with_titles(scope)
+            kitchen, _ = before["Kitchen"]
+            changed = SceneBlock(info=replace(kitchen.info, summary="baking"), body="bread")
+            new = SceneBlock(
+                info=SceneInfo(name="Garage", summary="tools", heat=1, created="", updated=""),
+                body="drills",
+            )
+
+            docs = store.documents
+            real_write = docs._write
+
+            def broken(scope: Scope, block: SceneBlock, title: str) -> None:
+                if block.info.name == "Garage":  # the second write of the edit fails
+                    msg = "the disk went away"
+                    raise RuntimeError(msg)
+                real_write(scope, block, title)
+
+            monkeypatch.setattr(docs, "_write", broken)
+            with pytest.raises(RuntimeError):
+                store.apply_scene_edits(scope, [(changed, "Kitchen"), (new, "Garage")], ["Garden"])
+            monkeypatch.undo()
+            assert store.scenes_with_titles(scope) == before
+            store.apply_scene_edits(scope, [(changed, "Kitchen"), (new, "Garage")], ["Garden"])
+            after = store.scenes_with_titles(scope)
+            assert sorted(after) == ["Garage", "Kitchen"]
+            assert after["Kitchen"][0].body == "bread"
+        finally:
+            store.close()
 
     # -- vector upkeep -------------------------------------------------------------------------
 

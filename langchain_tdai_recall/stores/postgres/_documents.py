@@ -4,7 +4,8 @@ A scene row keeps the exact text the local store would write to its Markdown fil
 body, `render_scene_file`) and is parsed the same way when read, so both backends return the same
 scenes for the same calls; `heat` and `title` are also columns, for ordering and for the name
 collision rule. `upsert_scene` reads and writes inside one transaction that locks the scope's row,
-so two application servers rewriting a scene at once both count in its heat.
+so two application servers rewriting a scene at once both count in its heat; memory formation's
+`apply_scene_edits` is one transaction too (all edits or none, also if the process dies).
 
 `stable_context` (persona and scene list, read before every recall) is one round trip.
 """
@@ -12,7 +13,7 @@ so two application servers rewriting a scene at once both count in its heat.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -139,6 +140,25 @@ class PostgresDocuments(DocumentStore):
             self._tx.conn = conn
             try:
                 return super().upsert_scene(scope, title, summary=summary, body=body, heat=heat)
+            finally:
+                self._tx.conn = None
+
+    def apply_scene_edits(
+        self,
+        scope: Scope,
+        writes: Sequence[tuple[SceneBlock, str]],
+        removes: Sequence[str],
+    ) -> None:
+        """Write scenes exactly as given and remove others in one transaction (all or none)."""
+        scope_id = self._scope_id(scope, True)
+        with self._lock, self._db.transaction("write scenes") as conn:
+            conn.execute("SELECT 1 FROM tdai_scopes WHERE scope_id = %s FOR UPDATE", (scope_id,))
+            self._tx.conn = conn
+            try:
+                for block, title in writes:
+                    self._write(scope, block, title)
+                for name in removes:
+                    self._remove(scope, name)
             finally:
                 self._tx.conn = None
 
