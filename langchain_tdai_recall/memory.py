@@ -501,12 +501,8 @@ class TdaiMemory:
         if not self._writer.flush(timeout):
             return False
         formation = self._formation
-        if formation is not None:
-            report = formation.extract(
-                formation.pending_targets(), reason="flush", deadline=deadline
-            )
-            if deadline is not None and time.monotonic() >= deadline and report.pending_messages:
-                return False
+        if formation is not None and not formation.flush(deadline):
+            return False
         if self._upkeep is None:
             return True
         left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
@@ -1429,8 +1425,9 @@ class TdaiMemory:
         """Form memories now from every recorded message past the extraction cursors.
 
         Runs in the calling thread and waits for the model (a background run of the same
-        scope finishes first). Turns the agent adapters captured are written first. Failed
-        windows keep their messages for a later retry; they are reported, not raised.
+        scope finishes first). Turns the agent adapters captured are written first (waiting at
+        most `close_timeout` for them). Failed windows keep their messages for a later retry;
+        they are reported, not raised.
 
         Args:
             user_id: The scope's user (`None`: the default user).
@@ -1452,7 +1449,7 @@ class TdaiMemory:
         _check_flag("show_progress", show_progress, optional=True)
         check_optional_str("session_key", session_key)
         scope = self.scope(user_id, agent_id)
-        self._writer.flush()
+        self._writer.flush(self._close_timeout)  # captured turns first (bounded: a locked store)
         records = formation.engine.records
         if all_scopes:
             targets = formation.pending_targets()

@@ -190,6 +190,31 @@ class FormationScheduler:
                     return False
                 self._idle.wait(0.05 if left is None else min(left, 0.05))
 
+    def flush(self, deadline: float | None) -> bool:
+        """Form everything pending now; `False` when `deadline` (`time.monotonic()`) came first.
+
+        With a deadline the runs go on a daemon thread, so the caller never waits past it for
+        a model call in flight; what is not done stays pending (a run that finishes later
+        still commits its windows).
+        """
+        if deadline is None:
+            self.extract(self.pending_targets(), reason="flush")
+            return True
+        box: list[ExtractionReport] = []
+
+        def run() -> None:
+            try:
+                box.append(self.extract(self.pending_targets(), reason="flush", deadline=deadline))
+            except Exception as exc:  # the store may be closing: the work stays pending
+                logger.debug("flush stopped: %s", exc)
+
+        worker = threading.Thread(target=run, name="tdai-formation-flush", daemon=True)
+        worker.start()
+        worker.join(max(deadline - time.monotonic(), 0.0))
+        if worker.is_alive():
+            return False
+        return not (box and box[0].pending_messages and time.monotonic() >= deadline)
+
     def close(self, timeout: float) -> ExtractionReport | None:
         """Stop scheduling; with `pipeline.flush_on_close`, extract what is pending first.
 
