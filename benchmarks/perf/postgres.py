@@ -153,6 +153,7 @@ def _pgvector_legs(
             out[label] = _pct(samples)
             return answers
 
+        conn.execute("ANALYZE tdai_memories")  # fresh statistics, as autovacuum would give
         conn.execute("SET enable_indexscan = off")
         exact = run("exact_scan")
         conn.execute("RESET enable_indexscan")
@@ -164,6 +165,7 @@ def _pgvector_legs(
                 f"((vector::vector({DIM})) vector_ip_ops) WITH (m = 16, ef_construction = 64)"
             )
             out["hnsw_build_s"] = round(time.perf_counter() - t, 1)
+            conn.execute("ANALYZE tdai_memories")
             for ef in (40, 200):
                 conn.execute(f"SET hnsw.ef_search = {ef}")
                 found = run(f"hnsw_ef{ef}")

@@ -26,7 +26,12 @@ The interface, by part:
   to-do list and the result of the background embedder, plus the counts and the dimension reset
   it needs.
 - **Documents**: the L3 persona and the L2 scenes (`documents`, a `DocumentStore`, and the scoped
-  convenience methods over it).
+  convenience methods over it, including memory formation's all-or-nothing scene edits).
+- **Formation state**: `formation`, a `stores.formation.BaseFormationState` (session cursors,
+  per-scope leases, the scene queue, version history and the atomic commit of memory formation),
+  plus `memory_history` and the exact-duplicate check of `put_memories(dedupe=...)`.
+- **Copying**: `export_rows`, `import_rows`, `document_scopes` (and the formation state's
+  `export_scope` / `import_scope`), used by `stores.migrate.copy_store`.
 - **Stats**: `scope_stats`, `loaded_indexes`, `pending_vector_count`, `vector_dimension`.
 """
 
