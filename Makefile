@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TSTAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint format type integration_tests benchmark notebooks clean
+.PHONY: demo test lint format type benchmark notebooks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,9 +36,6 @@ format: $(TSTAMP)
 
 type: $(TSTAMP)
 	$(BIN)/mypy langchain_tdai_recall
-
-integration_tests: $(TSTAMP)
-	$(BIN)/python -m pytest tests/integration_tests
 
 notebooks: $(TSTAMP)
 	$(BIN)/python -m pytest tests/unit_tests/test_notebooks.py

@@ -29,7 +29,6 @@ from langchain_tdai_recall.errors import (
     StoreReadOnlyError,
     StoreWriteError,
     TdaiRecallError,
-    ToolBudgetExceededError,
 )
 from langchain_tdai_recall.formation.config import ExtractionConfig, PersonaConfig, PipelineConfig
 from langchain_tdai_recall.formation.report import ExtractionReport
@@ -92,7 +91,6 @@ __all__ = [
     "TdaiMemory",
     "TdaiRecallError",
     "TdaiRecallMiddleware",
-    "ToolBudgetExceededError",
     "ToolsConfig",
     "__version__",
     "create_memory_tools",

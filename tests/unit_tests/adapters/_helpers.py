@@ -1,4 +1,4 @@
-"""Small helpers shared by the integration tests."""
+"""Small helpers shared by the adapter tests."""
 
 from __future__ import annotations
 

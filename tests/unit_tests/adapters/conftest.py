@@ -1,4 +1,4 @@
-"""Fixtures of the LangChain integration tests: a seeded two-user store and capture helpers."""
+"""Fixtures of the LangChain adapter tests: a seeded two-user store and capture helpers."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""Tests of the LangChain adapters: middleware, tools, LCEL step, wrapped model, legacy executor."""

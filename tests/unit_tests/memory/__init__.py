@@ -1,0 +1,1 @@
+"""Tests of the store behind `TdaiMemory`: records, documents, writes, damage, embedder upkeep."""
