@@ -4,13 +4,18 @@ A `LayerIndex` holds the keyword postings, the vector index and the few fields r
 (priority, recency, type, scene, session) for one scope's L1 memories or L0 messages. It is built
 on first use from the rows in SQLite and then caught up incrementally: before each search it
 compares the scope's generation with the one it has seen and applies only the deletions and
-writes since. Nothing here is persisted, so it can never be stale or corrupt on disk.
+writes since.
+
+A large index can also start from a persisted snapshot (`export_state` / `restore`, written and
+validated by `store._snapshot`): it is restored at the generation it was taken at and then
+caught up the same way, so a snapshot only ever saves work; it never replaces the rows.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,15 +24,15 @@ from typing import TYPE_CHECKING, Final, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from langchain_tdai_recall.store._keyword import KeywordHits, KeywordIndex
+from langchain_tdai_recall.store._keyword import KeywordHits, KeywordIndex, KeywordState
 from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow
 from langchain_tdai_recall.text.tokenize import Query, Tokenizer
 from langchain_tdai_recall.types import Scope
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall.store._vectors import VectorIndex
+    from langchain_tdai_recall.store._vectors import VectorIndex, VectorState
 
-__all__ = ["LayerIndex", "RowMeta", "RowSource"]
+__all__ = ["LayerIndex", "LayerState", "RowMeta", "RowSource", "row_meta"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +53,10 @@ class RowSource(Protocol):
 
     def generation(self, scope_id: int) -> int:
         """Current generation of a scope (0 before its first write)."""
+        ...
+
+    def count(self, layer: Layer, scope_id: int | None = None) -> int:
+        """Rows of a scope's layer (a restored index is checked against it)."""
         ...
 
     def tombstones_since(self, scope_id: int, layer: Layer, generation: int) -> list[int]:
@@ -77,6 +86,23 @@ class RowMeta:
     """Priority (L1); 0 for messages."""
     recency: str
     """`updated_at` (L1) or `recorded_at` (L0); ISO strings compare chronologically."""
+
+
+@dataclass(frozen=True, slots=True)
+class LayerState:
+    """A `LayerIndex` at one generation, as plain data (see `store._snapshot`)."""
+
+    generation: int
+    rowids: npt.NDArray[np.int64]
+    metas: list[RowMeta]
+    """Ranking fields of each row of `rowids`, in the same order."""
+    keyword: KeywordState
+    vectors: VectorState | None
+
+
+def row_meta(id_: str, kind: str, group: str, priority: int, recency: str) -> RowMeta:
+    """A `RowMeta` whose repetitive strings (type or role, scene or session) are shared."""
+    return RowMeta(id_, sys.intern(kind), sys.intern(group), priority, recency)
 
 
 def _order_key(meta: RowMeta) -> int:
@@ -150,6 +176,64 @@ class LayerIndex:
                     "indexed %d %s rows of scope %s", len(self.meta), self.layer, self.scope_id
                 )
 
+    @property
+    def generation(self) -> int:
+        """The generation this index has caught up to."""
+        return self._generation
+
+    def _track_priority(self, rowid: int, meta: RowMeta) -> None:
+        if self.layer == "l1" and (
+            meta.priority >= TRACKED_PRIORITY
+            or (meta.priority == -1 and meta.kind == "instruction")
+        ):
+            self.high_priority[rowid] = meta.priority
+        else:
+            self.high_priority.pop(rowid, None)
+
+    def export_state(self) -> LayerState:
+        """Everything this index holds, at the generation it has caught up to."""
+        with self._lock:
+            rowids = np.fromiter(self.meta, dtype=np.int64, count=len(self.meta))
+            return LayerState(
+                generation=self._generation,
+                rowids=rowids,
+                metas=list(self.meta.values()),
+                keyword=self.keyword.export_state(),
+                vectors=self.vectors.export_state() if self.vectors is not None else None,
+            )
+
+    def restore(self, state: LayerState) -> None:
+        """Adopt a state exported earlier (by this or another process); refresh() catches up.
+
+        Raises:
+            ValueError: If the state is inconsistent (the caller then builds from the rows).
+        """
+        from langchain_tdai_recall.store._vectors import VectorIndex  # noqa: PLC0415
+
+        if state.keyword.tokenizer_identity != self.tokenizer.identity:
+            msg = "the keyword index was built by another tokenizer"
+            raise ValueError(msg)
+        keyword = KeywordIndex.from_state(state.keyword)
+        vectors = VectorIndex.from_state(state.vectors) if state.vectors is not None else None
+        rowids = state.rowids.tolist()
+        if len(rowids) != len(state.metas) or len(keyword) != len(rowids):
+            msg = "the row fields and the keyword index disagree"
+            raise ValueError(msg)
+        if any(doc_id not in keyword for doc_id in rowids):
+            msg = "the row fields and the keyword index hold different rows"
+            raise ValueError(msg)
+        if state.vectors is not None and not np.isin(state.vectors.ids, state.rowids).all():
+            msg = "the vector index holds rows the row fields do not"
+            raise ValueError(msg)
+        with self._lock:
+            self.keyword = keyword
+            self.vectors = vectors
+            self.meta = dict(zip(rowids, state.metas, strict=True))
+            self.high_priority = {}
+            for rowid, meta in self.meta.items():
+                self._track_priority(rowid, meta)
+            self._generation = state.generation
+
     def _remove(self, rowids: list[int]) -> None:
         self.keyword.remove(rowids)
         if self.vectors is not None:
@@ -164,7 +248,7 @@ class LayerIndex:
         without_vec: list[int] = []
         for row in rows:
             if isinstance(row, MemoryRow):
-                meta = RowMeta(
+                meta = row_meta(
                     row.record.id,
                     row.record.type,
                     row.record.scene_name,
@@ -172,7 +256,7 @@ class LayerIndex:
                     row.record.updated_at,
                 )
             else:
-                meta = RowMeta(
+                meta = row_meta(
                     row.record.id,
                     row.record.role,
                     row.record.session_key,
@@ -180,13 +264,7 @@ class LayerIndex:
                     row.record.recorded_at,
                 )
             self.meta[row.rowid] = meta
-            if self.layer == "l1" and (
-                meta.priority >= TRACKED_PRIORITY
-                or (meta.priority == -1 and meta.kind == "instruction")
-            ):
-                self.high_priority[row.rowid] = meta.priority
-            else:
-                self.high_priority.pop(row.rowid, None)
+            self._track_priority(row.rowid, meta)
             if self.embedder is not None and row.embedder == self.embedder and row.vector:
                 with_vec.append(row.rowid)
                 blobs.append(row.vector)

@@ -38,6 +38,7 @@ The interface, by part:
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -64,6 +65,7 @@ from langchain_tdai_recall.types import (
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.store._documents import DocumentStore
+    from langchain_tdai_recall.store._snapshot import SnapshotCache
     from langchain_tdai_recall.stores.formation import BaseFormationState
 
 __all__ = [
@@ -79,6 +81,8 @@ __all__ = [
     "Scope",
 ]
 
+logger = logging.getLogger(__name__)
+
 Ref = int
 """Opaque reference of a stored row within its layer, as search hits carry it."""
 
@@ -89,13 +93,16 @@ LAYERS: tuple[Layer, ...] = ("l1", "l0")
 class DerivedIndexes:
     """The per-process `LayerIndex` of each (scope, layer), built on first use. Thread-safe.
 
-    Shared by backends whose search legs run on derived in-process indexes fed from their row
-    source.
+    Shared by the backends, whose search legs run on derived in-process indexes fed from their
+    row source. With a `SnapshotCache`, an index starts from its persisted snapshot when one
+    passes every check (and is caught up from there), and `close()` saves the large indexes
+    whose snapshot is missing or older.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cache: SnapshotCache | None = None) -> None:
         self._indexes: dict[tuple[int, Layer], LayerIndex] = {}
         self._lock = threading.Lock()
+        self.cache = cache
 
     def get(
         self,
@@ -112,9 +119,19 @@ class DerivedIndexes:
         with self._lock:
             index = self._indexes.get(key)
             if index is None:
-                index = self._indexes[key] = LayerIndex(
+                index = LayerIndex(
                     source, scope_id, scope, layer, tokenizer=tokenizer, embedder=embedder
                 )
+                cache = self.cache
+                if (
+                    cache is not None
+                    and cache.restore(index, source)
+                    and not cache.verify(index, source)
+                ):
+                    index = LayerIndex(
+                        source, scope_id, scope, layer, tokenizer=tokenizer, embedder=embedder
+                    )
+                self._indexes[key] = index
         index.refresh()
         return index
 
@@ -123,8 +140,21 @@ class DerivedIndexes:
         with self._lock:
             return len({scope_id for scope_id, _ in self._indexes})
 
-    def clear(self) -> None:
-        """Drop every index (they are rebuilt on next use)."""
+    def save_snapshots(self) -> int:
+        """Save the snapshots of the large indexes that changed since theirs; returns how many."""
+        if self.cache is None:
+            return 0
+        with self._lock:
+            indexes = list(self._indexes.values())
+        return sum(self.cache.save(index) for index in indexes)
+
+    def clear(self, *, save: bool = False) -> None:
+        """Drop every index (they are rebuilt on next use), saving snapshots first if asked."""
+        if save:
+            try:
+                self.save_snapshots()
+            except Exception:  # a cache must never make closing a store fail
+                logger.warning("cannot save the index snapshots", exc_info=True)
         with self._lock:
             self._indexes.clear()
 
