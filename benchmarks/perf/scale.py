@@ -187,11 +187,10 @@ def run_size(n: int, workdir: Path, *, queries: int, repeats: int) -> dict[str, 
 
     cold = []
     for _ in range(repeats):
+        # no snapshot to start from; the run writes one when it closes (after measuring)
         shutil.rmtree(_cache_dir(store_dir), ignore_errors=True)
-        cold.append(child(store_dir, snapshots=False, queries=1, timed=False))
-    # this run writes the snapshot when it closes
-    shutil.rmtree(_cache_dir(store_dir), ignore_errors=True)
-    writer = child(store_dir, snapshots=True, queries=1, timed=False)
+        cold.append(child(store_dir, snapshots=True, queries=1, timed=False))
+    writer = cold[-1]
     warm = [child(store_dir, snapshots=True, queries=1, timed=False) for _ in range(repeats)]
     timed = child(store_dir, snapshots=True, queries=queries, timed=True)
     snapshot_bytes = sum(p.stat().st_size for p in _cache_dir(store_dir).glob("*"))

@@ -438,23 +438,27 @@ class KeywordIndex:
             query, present, idf_of, absent_idf, size
         )
         scope_coverage = min(scope_weight / total_weight, 1.0)
-        coverage = np.minimum(covered / np.float32(total_weight), np.float32(1.0))
-        ranked = np.minimum(covered_idf / np.float32(max(idf_total, 1e-9)), np.float32(1.0))
+        # scores are normalised only where they are needed (candidates, then the picked
+        # hits): at 1M documents every pass over the whole scope costs about half a ms
+        weight_norm = np.float32(total_weight)
+        idf_norm = np.float32(max(idf_total, 1e-9))
         mask = covered > 0
-        mask &= self._alive[:size]
+        if len(self._slot_of) != size:
+            mask &= self._alive[:size]
         if allowed is not None:
             mask &= allowed[:size]
         candidates = np.flatnonzero(mask)
+        ranked_c = np.minimum(covered_idf[candidates] / idf_norm, np.float32(1.0))
         if limit > 0 and candidates.size > limit:
-            scores = ranked[candidates]
-            kth = np.partition(scores, candidates.size - limit)[candidates.size - limit]
-            candidates = candidates[scores >= kth]
+            kth = np.partition(ranked_c, candidates.size - limit)[candidates.size - limit]
+            keep = ranked_c >= kth
+            candidates, ranked_c = candidates[keep], ranked_c[keep]
         order = np.lexsort(
             (
                 self._doc_ids[candidates],
                 -self._order_keys[candidates],
                 -bm25[candidates],
-                -ranked[candidates],
+                -ranked_c,
             )
         )
         picked = candidates[order[: max(limit, 0)]]
@@ -468,8 +472,8 @@ class KeywordIndex:
             picked = np.concatenate((picked, np.asarray(extra_slots, dtype=np.int64)))
         return KeywordHits(
             self._doc_ids[picked].copy(),
-            coverage[picked],
-            ranked[picked],
+            np.minimum(covered[picked] / weight_norm, np.float32(1.0)),
+            np.minimum(covered_idf[picked] / idf_norm, np.float32(1.0)),
             bm25[picked],
             found=len(picked) - len(extra_slots),
             scope_coverage=scope_coverage,
@@ -498,14 +502,13 @@ def _coverage(
     base token occurs in the scope, idf-weighted query weight).
 
     Each unit adds its base strength where the base token occurs, and the rest of its weight
-    where a boost token occurs (boost documents are a subset of base documents). A scratch array
-    de-duplicates documents holding both boosts; only the boost postings, which are short, are
-    touched twice. The idf-weighted sums scale each unit by the inverse document frequency of
-    its base token.
+    where a boost token occurs (boost documents are a subset of base documents). A document
+    holding several boosts gets the rest once: numpy's buffered `a[idx] += v` adds `v` once per
+    distinct index, which is exactly the union, without sorting. The idf-weighted sums scale
+    each unit by the inverse document frequency of its base token.
     """
     covered = np.zeros(size, dtype=np.float32)
     covered_idf = np.zeros(size, dtype=np.float32)
-    scratch = np.zeros(size, dtype=np.float32)
     scope_weight = 0.0
     idf_total = 0.0
     for unit in query.units:
@@ -521,10 +524,8 @@ def _coverage(
         boosts = [hit for tok in unit.boosts if (hit := present.get(tok)) is not None]
         if not boosts:
             continue
-        extra = unit.weight * (1.0 - unit.base_strength)
-        union = boosts[0] if len(boosts) == 1 else np.unique(np.concatenate(boosts))
-        scratch[union] = np.float32(extra)
-        covered[union] += scratch[union]
-        covered_idf[union] += scratch[union] * np.float32(idf)
-        scratch[union] = 0.0
+        extra = np.float32(unit.weight * (1.0 - unit.base_strength))
+        union = boosts[0] if len(boosts) == 1 else np.concatenate(boosts)
+        covered[union] += extra  # once per distinct slot, even if it holds several boosts
+        covered_idf[union] += extra * np.float32(idf)
     return covered, covered_idf, scope_weight, idf_total
