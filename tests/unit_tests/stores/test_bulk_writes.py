@@ -38,7 +38,8 @@ _WRITER = textwrap.dedent(
 
     mem = TdaiMemory.open(sys.argv[1], embeddings=Slow(dims=32),
                           config={"embedding": {"batchSize": 50}})
-    records = [{"id": f"r{i}", "content": f"bulk record {i} about kites"} for i in range(int(sys.argv[3]))]
+    n = int(sys.argv[3])
+    records = [{"id": f"r{i}", "content": f"bulk record {i} about kites"} for i in range(n)]
     mem.add_memories(records, user_id="u", show_progress=False)
     hits = mem.search_memories("bulk record 1234 kites", limit=3, user_id="u")
     print(json.dumps({"acked": True, "top": hits[0].id, "pending": mem.stats().pending_vectors}),
