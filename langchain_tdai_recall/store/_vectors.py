@@ -82,6 +82,9 @@ _EXACT_SLACK: Final = 32
 """Extra candidates taken from the flat scan before exact rescoring."""
 _GROWTH: Final = 1.5
 """Capacity growth factor of the row buffers."""
+_HALF_ROWS = True
+"""Keep rows as float16 while the quantiser exists (`benchmarks/quality/rank_compare.py`
+turns it off to compare rankings with float32 rows)."""
 _CHUNK: Final = 65_536
 """Rows converted to float32 at a time when (re)building the quantiser."""
 
@@ -406,7 +409,7 @@ class VectorIndex:
             for start in range(0, self._size, _CHUNK):
                 block = self._rows[start : min(start + _CHUNK, self._size)]
                 pq.add(np.ascontiguousarray(block, dtype=np.float32))
-        if self._rows.dtype != np.float16:
+        if _HALF_ROWS and self._rows.dtype != np.float16:
             self._rows = self._rows.astype(np.float16)
         logger.debug("vector index: trained PQ fast-scan (%d sub-quantisers) at %d", m, self._size)
         self._pq = pq
@@ -509,7 +512,7 @@ class VectorIndex:
         index = cls(state.dim)
         n = int(state.ids.size)
         with_pq = state.quantiser.size > 0
-        expected = np.float16 if with_pq else np.float32
+        expected = np.float16 if with_pq and _HALF_ROWS else np.float32
         if state.rows.shape != (n, state.dim) or state.rows.dtype != expected:
             msg = "inconsistent vector index arrays"
             raise ValueError(msg)
