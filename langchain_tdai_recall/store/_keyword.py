@@ -425,19 +425,8 @@ class KeywordIndex:
         total_weight = sum(u.weight for u in query.units)
         if not self._slot_of or total_weight <= 0:
             return KeywordHits.empty()
-        n_docs = len(self._slot_of)
         size = self._n_slots
-        idf_of: dict[str, float] = {}
-        absent_idf = math.log1p((n_docs + 0.5) / 0.5)
-        matched: list[tuple[str, float, npt.NDArray[np.int32], npt.NDArray[np.float32]]] = []
-        for token in query.tokens:
-            number = self._vocab.get(token, -1)
-            postings = self._lists[number] if number >= 0 else None
-            df = 0 if postings is None else len(postings.slots) - self._dead.get(number, 0)
-            idf = math.log1p((n_docs - df + 0.5) / (df + 0.5)) if df > 0 else absent_idf
-            idf_of[token] = idf
-            if postings is not None and df > 0:
-                matched.append((token, idf, *postings.views()))
+        matched, idf_of, absent_idf = self._matched(query)
         touched = sum(len(m[2]) for m in matched)
         universe = None
         if size >= _SPARSE_MIN_SLOTS and touched * _SPARSE_SHARE <= size:
@@ -457,6 +446,63 @@ class KeywordIndex:
             if universe is not None:
                 assert self._position is not None
                 self._position[universe] = -1
+
+    def score(self, query: Query, doc_ids: Sequence[int]) -> KeywordHits:
+        """Scores of the given documents only (unknown ids are skipped), as `search` gives them.
+
+        The same numbers as `search(..., also=doc_ids)` reports for documents it did not pick,
+        computed from the documents' own postings (a binary search per query token), so the
+        keyword leg can run before the vector leg's candidates are known. `found` is 0, and
+        `scope_coverage` is the one of the given documents, not of the scope.
+        """
+        total_weight = sum(u.weight for u in query.units)
+        wanted = [d for d in dict.fromkeys(int(d) for d in doc_ids) if d in self._slot_of]
+        if not wanted or total_weight <= 0:
+            return KeywordHits.empty()
+        targets = np.asarray(sorted(self._slot_of[d] for d in wanted), dtype=np.int32)
+        matched, idf_of, absent_idf = self._matched(query)
+        narrowed = []
+        for token, idf, slots, weights in matched:
+            at = np.minimum(np.searchsorted(slots, targets), slots.size - 1)
+            hit = slots[at] == targets
+            narrowed.append((token, idf, targets[hit], weights[at[hit]]))
+        universe = self._universe([m[2] for m in narrowed])
+        try:
+            return self._score(
+                query,
+                narrowed,
+                universe,
+                idf_of=idf_of,
+                absent_idf=absent_idf,
+                limit=0,
+                allowed=None,
+                also=wanted,
+            )
+        finally:
+            assert self._position is not None
+            self._position[universe] = -1
+
+    def _matched(
+        self, query: Query
+    ) -> tuple[
+        list[tuple[str, float, npt.NDArray[np.int32], npt.NDArray[np.float32]]],
+        dict[str, float],
+        float,
+    ]:
+        """Per query token present in the index: (token, idf, slots, weights); and every idf."""
+        n_docs = len(self._slot_of)
+        idf_of: dict[str, float] = {}
+        absent_idf = math.log1p((n_docs + 0.5) / 0.5)
+        matched = []
+        for token in query.tokens:
+            number = self._vocab.get(token, -1)
+            postings = self._lists[number] if number >= 0 else None
+            df = 0 if postings is None else len(postings.slots) - self._dead.get(number, 0)
+            idf = math.log1p((n_docs - df + 0.5) / (df + 0.5)) if df > 0 else absent_idf
+            idf_of[token] = idf
+            if postings is not None and df > 0:
+                matched.append((token, idf, *postings.views()))
+        return matched, idf_of, absent_idf
 
     def _universe(self, lists: list[npt.NDArray[np.int32]]) -> npt.NDArray[np.int32]:
         """The distinct slots of `lists`, numbered in `_position` in order of first appearance.

@@ -17,7 +17,8 @@ import datetime as dt
 import logging
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -143,7 +144,11 @@ class LayerIndex:
         self.embedder: Final = embedder
         self._db = db
         self._scope = scope
-        self._lock = threading.Lock()
+        self._klock = threading.Lock()
+        """Held by keyword and row-field readers, and by writers (with `_vlock`)."""
+        self._vlock = threading.Lock()
+        """Held by vector readers, and by writers (with `_klock`): the two legs of one search
+        can run at the same time, while a refresh excludes both."""
         self._generation = 0
         self.keyword = KeywordIndex(tokenizer.identity)
         self.vectors: VectorIndex | None = None
@@ -157,7 +162,7 @@ class LayerIndex:
         current = self._db.generation(self.scope_id)
         if current == self._generation:
             return
-        with self._lock:
+        with self._writing():
             if current == self._generation:
                 return
             seen = self._generation
@@ -176,6 +181,12 @@ class LayerIndex:
                     "indexed %d %s rows of scope %s", len(self.meta), self.layer, self.scope_id
                 )
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Exclude every reader: both locks, always in this order."""
+        with self._klock, self._vlock:
+            yield
+
     @property
     def generation(self) -> int:
         """The generation this index has caught up to."""
@@ -192,7 +203,7 @@ class LayerIndex:
 
     def export_state(self) -> LayerState:
         """Everything this index holds, at the generation it has caught up to."""
-        with self._lock:
+        with self._writing():
             rowids = np.fromiter(self.meta, dtype=np.int64, count=len(self.meta))
             return LayerState(
                 generation=self._generation,
@@ -225,7 +236,7 @@ class LayerIndex:
         if state.vectors is not None and not np.isin(state.vectors.ids, state.rowids).all():
             msg = "the vector index holds rows the row fields do not"
             raise ValueError(msg)
-        with self._lock:
+        with self._writing():
             self.keyword = keyword
             self.vectors = vectors
             self.meta = dict(zip(rowids, state.metas, strict=True))
@@ -311,7 +322,7 @@ class LayerIndex:
         if kind is None and group is None:
             return None
         needle = (group or "").casefold()
-        with self._lock:
+        with self._klock:
             picked = [
                 rowid
                 for rowid, m in self.meta.items()
@@ -332,13 +343,18 @@ class LayerIndex:
         also: Sequence[int] = (),
     ) -> KeywordHits:
         """The `limit` best keyword candidates, plus the rows in `also`, with their scores."""
-        with self._lock:
+        with self._klock:
             mask = self.keyword.slot_mask(allowed) if allowed is not None else None
             return self.keyword.search(query, limit=limit, allowed=mask, also=also)
 
+    def keyword_scores(self, query: Query, rowids: Sequence[int]) -> KeywordHits:
+        """Keyword scores of the given rows only (`KeywordIndex.score`)."""
+        with self._klock:
+            return self.keyword.score(query, rowids)
+
     def vector_dim(self) -> int | None:
         """Dimension of the indexed vectors, or `None` before the first vector."""
-        with self._lock:
+        with self._vlock:
             return self.vectors.dim if self.vectors is not None and len(self.vectors) else None
 
     def vector_search(
@@ -349,7 +365,7 @@ class LayerIndex:
         allowed: npt.NDArray[np.int64] | None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """The `limit` rows most similar to `query` (cosine), best first."""
-        with self._lock:
+        with self._vlock:
             if self.vectors is None or len(self.vectors) == 0 or query.shape[0] != self.vectors.dim:
                 return _EMPTY_IDS, np.empty(0, dtype=np.float32)
             if allowed is not None and allowed.size == 0:
@@ -362,7 +378,7 @@ class LayerIndex:
         """Exact cosine of `query` with each given row that has a vector."""
         if not rowids:
             return {}
-        with self._lock:
+        with self._vlock:
             if self.vectors is None or query.shape[0] != self.vectors.dim:
                 return {}
             return self.vectors.scores(query, np.asarray(rowids, dtype=np.int64))
@@ -373,7 +389,7 @@ class LayerIndex:
         These are the standing rules (instructions with priority -1) and the memories with
         priority >= `min_priority`.
         """
-        with self._lock:
+        with self._klock:
             return sorted(
                 (rowid, p)
                 for rowid, p in self.high_priority.items()
@@ -382,5 +398,5 @@ class LayerIndex:
 
     def stats(self) -> tuple[int, int]:
         """(rows indexed, rows with vectors)."""
-        with self._lock:
+        with self._writing():
             return len(self.meta), (len(self.vectors) if self.vectors is not None else 0)
