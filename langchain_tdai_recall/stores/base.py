@@ -33,6 +33,9 @@ The interface, by part:
 - **Copying**: `export_rows`, `import_rows`, `document_scopes` (and the formation state's
   `export_scope` / `import_scope`), used by `stores.migrate.copy_store`.
 - **Stats**: `scope_stats`, `loaded_indexes`, `pending_vector_count`, `vector_dimension`.
+- **Index snapshots**: `save_index_snapshots()` (and `close()`) persist large derived indexes
+  when the backend has an index cache, so the next process restores them instead of
+  rebuilding them from the rows (`store._snapshot`).
 """
 
 from __future__ import annotations
@@ -263,6 +266,15 @@ class BaseMemoryStore(ABC):
     @abstractmethod
     def loaded_indexes(self) -> int:
         """Number of scopes with derived indexes loaded in this process."""
+
+    def save_index_snapshots(self) -> int:
+        """Persist the large derived indexes that changed since their snapshot; returns how many.
+
+        Backends with an index cache (`store._snapshot`) also do it in `close()`; the default is
+        a backend without one.
+        """
+        self._check_open()
+        return 0
 
     # -- L1 memories --------------------------------------------------------------------------
 

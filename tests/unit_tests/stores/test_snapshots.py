@@ -323,3 +323,16 @@ def test_keyword_state_round_trip_after_random_edits() -> None:
             assert np.allclose(got.bm25, want.bm25, rtol=1e-6)
             assert got.coverage.tolist() == want.coverage.tolist()
             assert got.scope_coverage == want.scope_coverage
+
+
+def test_snapshots_can_be_saved_without_closing(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    with _open(path) as memory:
+        _fill(memory, 200)
+        _hits(memory)
+        assert memory._store.save_index_snapshots() == 1
+        assert len(_snapshots(path)) == 1
+        assert memory._store.save_index_snapshots() == 0  # unchanged since
+        memory.add_memory("one more", user_id=USER)
+        _hits(memory)
+        assert memory._store.save_index_snapshots() == 1
