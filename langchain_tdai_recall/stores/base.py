@@ -54,6 +54,7 @@ import numpy.typing as npt
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
 from langchain_tdai_recall.store._scope import LayerIndex, RowSource
 from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow, PendingVector
+from langchain_tdai_recall.store._trim import release_freed_memory
 from langchain_tdai_recall.text.tokenize import Tokenizer, get_tokenizer
 from langchain_tdai_recall.types import (
     MemoryRecord,
@@ -92,6 +93,9 @@ Ref = int
 LAYERS: tuple[Layer, ...] = ("l1", "l0")
 """The record layers: L1 memories and L0 messages."""
 
+TRIM_AFTER_ROWS = 10_000
+"""A new index of at least this many rows hands the memory its build freed back to the OS."""
+
 
 class DerivedIndexes:
     """The per-process `LayerIndex` of each (scope, layer), built on first use. Thread-safe.
@@ -119,9 +123,11 @@ class DerivedIndexes:
     ) -> LayerIndex:
         """The index of a scope's layer, caught up with every write so far."""
         key = (scope_id, layer)
+        new = False
         with self._lock:
             index = self._indexes.get(key)
             if index is None:
+                new = True
                 index = LayerIndex(
                     source, scope_id, scope, layer, tokenizer=tokenizer, embedder=embedder
                 )
@@ -136,6 +142,8 @@ class DerivedIndexes:
                     )
                 self._indexes[key] = index
         index.refresh()
+        if new and len(index.meta) >= TRIM_AFTER_ROWS:
+            release_freed_memory()  # the build's garbage: about half of the RSS it added
         return index
 
     def scopes(self) -> int:
