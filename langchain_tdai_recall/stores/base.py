@@ -108,6 +108,8 @@ class DerivedIndexes:
 
     def __init__(self, cache: SnapshotCache | None = None) -> None:
         self._indexes: dict[tuple[int, Layer], LayerIndex] = {}
+        self._starting: dict[tuple[int, Layer], threading.Lock] = {}
+        """Per key being created: a lock that the threads asking for it wait on."""
         self._lock = threading.Lock()
         self.cache = cache
 
@@ -121,29 +123,55 @@ class DerivedIndexes:
         tokenizer: Tokenizer,
         embedder: str | None,
     ) -> LayerIndex:
-        """The index of a scope's layer, caught up with every write so far."""
+        """The index of a scope's layer, caught up with every write so far.
+
+        A new index is restored from its snapshot (if the cache has a valid one) under a lock of
+        its own key, so other scopes' searches never wait for it.
+        """
         key = (scope_id, layer)
-        new = False
         with self._lock:
             index = self._indexes.get(key)
-            if index is None:
-                new = True
-                index = LayerIndex(
-                    source, scope_id, scope, layer, tokenizer=tokenizer, embedder=embedder
-                )
-                cache = self.cache
-                if (
-                    cache is not None
-                    and cache.restore(index, source)
-                    and not cache.verify(index, source)
-                ):
-                    index = LayerIndex(
+            starting = self._starting.setdefault(key, threading.Lock()) if index is None else None
+        new = False
+        if starting is not None:
+            with starting:
+                with self._lock:
+                    index = self._indexes.get(key)
+                if index is None:
+                    new = True
+                    index = self._start(
                         source, scope_id, scope, layer, tokenizer=tokenizer, embedder=embedder
                     )
-                self._indexes[key] = index
+                    with self._lock:
+                        self._indexes[key] = index
+                        self._starting.pop(key, None)
+        assert index is not None
         index.refresh()
         if new and len(index.meta) >= TRIM_AFTER_ROWS:
             release_freed_memory()  # the build's garbage: about half of the RSS it added
+        return index
+
+    def _start(
+        self,
+        source: RowSource,
+        scope_id: int,
+        scope: Scope,
+        layer: Layer,
+        *,
+        tokenizer: Tokenizer,
+        embedder: str | None,
+    ) -> LayerIndex:
+        """A new index: restored from a valid snapshot, else empty (the first refresh fills it)."""
+
+        def empty() -> LayerIndex:
+            return LayerIndex(
+                source, scope_id, scope, layer, tokenizer=tokenizer, embedder=embedder
+            )
+
+        index = empty()
+        cache = self.cache
+        if cache is not None and cache.restore(index, source) and not cache.verify(index, source):
+            index = empty()
         return index
 
     def scopes(self) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import random
 import shutil
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -336,3 +338,32 @@ def test_snapshots_can_be_saved_without_closing(tmp_path: Path) -> None:
         memory.add_memory("one more", user_id=USER)
         _hits(memory)
         assert memory._store.save_index_snapshots() == 1
+
+
+def test_a_slow_restore_does_not_hold_up_other_scopes(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    entered = threading.Event()
+    original = _snapshot.SnapshotCache.restore
+
+    def slow(self: _snapshot.SnapshotCache, index: object, source: object) -> bool:
+        if getattr(index, "scope_id", None) == 1:
+            entered.set()
+            release.wait(10)
+        return original(self, index, source)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_snapshot.SnapshotCache, "restore", slow)
+    with _open(store) as memory:
+        memory.add_memory("another user's note about tea", user_id="other")
+        first = threading.Thread(target=lambda: memory.search_memories("coffee", user_id=USER))
+        first.start()
+        assert entered.wait(10)
+        started = time.monotonic()
+        hits = memory.search_memories("tea", user_id="other")
+        assert time.monotonic() - started < 5  # not behind the restore of scope 1
+        assert [h.content for h in hits] == ["another user's note about tea"]
+        assert first.is_alive()
+        release.set()
+        first.join(10)
+        assert not first.is_alive()
