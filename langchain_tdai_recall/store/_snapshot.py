@@ -11,8 +11,9 @@ otherwise it is ignored, a line is logged, and the index is built from the rows:
 - the file starts with a magic string and a format version;
 - a JSON header (its own BLAKE2b digest follows it) names the store, scope, layer, generation,
   tokenizer identity, embedder identity and the arrays that follow, with their types and sizes;
-- the arrays follow, and the header carries the BLAKE2b digest of all of them: a truncated or
-  bit-flipped file fails here;
+- the arrays follow, and the header carries the CRC-32 of each (3.7 GB/s here, against 0.8 for
+  BLAKE2b: a snapshot guards against damage, not against an attacker who can write the store
+  directory anyway): a truncated or bit-flipped file fails here;
 - the identity (store, scope, layer, tokenizer, embedder) must be the reader's;
 - the generation must not be ahead of the store's (a store restored from a backup, or replaced);
 - after catching up, the index must hold as many rows as the store (checked by the caller).
@@ -21,7 +22,7 @@ Nothing is unpickled: the header is JSON, the arrays are raw little-endian numbe
 numpy buffers, and the vector quantiser uses FAISS's own binary format. A snapshot is written to
 a temporary file in the same directory and renamed over the old one, so a reader sees the old
 snapshot or the new one, never half of one; concurrent writers (several processes) each rename a
-complete file. The data is not fsynced: a file torn by a power cut fails its digest.
+complete file. The data is not fsynced: a file torn by a power cut fails its checksums.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ import json
 import logging
 import os
 import struct
+import sys
 import uuid
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Final
@@ -41,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from langchain_tdai_recall.store._keyword import KeywordState
-from langchain_tdai_recall.store._scope import LayerIndex, LayerState, RowSource, row_meta
+from langchain_tdai_recall.store._scope import LayerIndex, LayerState, RowMeta, RowSource
 from langchain_tdai_recall.store._sqlite import Layer
 
 __all__ = [
@@ -58,7 +61,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MAGIC: Final = b"TDAI-IDX"
-FORMAT: Final = 1
+FORMAT: Final = 2
 _DIGEST_SIZE: Final = 16
 _MAX_HEADER: Final = 1 << 20
 _ALIGN: Final = 64
@@ -121,13 +124,19 @@ def _untexts(blob: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64]) -> lis
     return [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-def _arrays(state: LayerState) -> dict[str, npt.NDArray[Any]]:
+def _codes(values: list[str]) -> tuple[list[str], npt.NDArray[np.int32]]:
+    """Dictionary encoding: the distinct values and each value's number (types, scenes)."""
+    table = list(dict.fromkeys(values))
+    number = {v: i for i, v in enumerate(table)}
+    return table, np.fromiter((number[v] for v in values), np.int32, len(values))
+
+
+def _arrays(state: LayerState) -> tuple[dict[str, npt.NDArray[Any]], list[str], list[str]]:
     metas = state.metas
+    kinds, kind_codes = _codes([m.kind for m in metas])
+    groups, group_codes = _codes([m.group for m in metas])
     meta_text, meta_offsets = _texts(
-        [m.id for m in metas]
-        + [m.kind for m in metas]
-        + [m.group for m in metas]
-        + [m.recency for m in metas]
+        [m.id for m in metas] + [m.recency for m in metas] + kinds + groups
     )
     kw = state.keyword
     tokens, token_offsets = _texts(kw.tokens)
@@ -136,6 +145,8 @@ def _arrays(state: LayerState) -> dict[str, npt.NDArray[Any]]:
         "priority": np.fromiter((m.priority for m in metas), np.int32, len(metas)),
         "meta_text": meta_text,
         "meta_offsets": meta_offsets,
+        "kind_codes": kind_codes,
+        "group_codes": group_codes,
         "tokens": tokens,
         "token_offsets": token_offsets,
         "posting_starts": kw.posting_starts,
@@ -150,7 +161,7 @@ def _arrays(state: LayerState) -> dict[str, npt.NDArray[Any]]:
         arrays["vector_ids"] = state.vectors.ids
         arrays["vector_rows"] = state.vectors.rows
         arrays["quantiser"] = state.vectors.quantiser
-    return arrays
+    return arrays, kinds, groups
 
 
 def _dtype_code(array: npt.NDArray[Any]) -> str:
@@ -163,13 +174,13 @@ def _dtype_code(array: npt.NDArray[Any]) -> str:
 
 def write_snapshot(path: Path, key: SnapshotKey, state: LayerState) -> int:
     """Write `state` atomically (temporary file, then rename); returns the bytes written."""
-    arrays = {name: np.ascontiguousarray(a) for name, a in _arrays(state).items()}
-    body = hashlib.blake2b(digest_size=_DIGEST_SIZE)
+    raw, kinds, groups = _arrays(state)
+    arrays = {name: np.ascontiguousarray(a) for name, a in raw.items()}
     sections = []
     for name, array in arrays.items():
         data = array.data.cast("B")
-        body.update(data)
-        sections.append([name, _dtype_code(array), list(array.shape), data.nbytes])
+        crc = zlib.crc32(data)
+        sections.append([name, _dtype_code(array), list(array.shape), data.nbytes, crc])
     header = json.dumps(
         {
             "format": FORMAT,
@@ -180,10 +191,11 @@ def write_snapshot(path: Path, key: SnapshotKey, state: LayerState) -> int:
             "embedder": key.embedder,
             "generation": state.generation,
             "rows": len(state.metas),
+            "kinds": len(kinds),
+            "groups": len(groups),
             "dim": state.vectors.dim if state.vectors is not None else 0,
             "trained_size": state.vectors.trained_size if state.vectors is not None else 0,
             "sections": sections,
-            "digest": body.hexdigest(),
         },
         ensure_ascii=True,
         sort_keys=True,
@@ -250,9 +262,8 @@ def _check_identity(header: dict[str, Any], key: SnapshotKey, generation: int) -
 
 
 def _read_arrays(f: BinaryIO, header: dict[str, Any]) -> dict[str, npt.NDArray[Any]]:
-    body = hashlib.blake2b(digest_size=_DIGEST_SIZE)
     arrays: dict[str, npt.NDArray[Any]] = {}
-    for name, code, shape, nbytes in header["sections"]:
+    for name, code, shape, nbytes, crc in header["sections"]:
         dtype = np.dtype(_DTYPES[code])
         array = np.empty(tuple(shape), dtype=dtype)
         if array.nbytes != nbytes:
@@ -263,13 +274,12 @@ def _read_arrays(f: BinaryIO, header: dict[str, Any]) -> dict[str, npt.NDArray[A
         if f.readinto(view) != nbytes:  # type: ignore[attr-defined]
             msg = "the file is truncated"
             raise SnapshotError(msg)
-        body.update(view)
+        if zlib.crc32(view) != crc:
+            msg = f"the data's checksum does not match (section {name})"
+            raise SnapshotError(msg)
         arrays[name] = array
     if f.read(1):
         msg = "the file has trailing data"
-        raise SnapshotError(msg)
-    if body.hexdigest() != header.get("digest"):
-        msg = "the data's checksum does not match"
         raise SnapshotError(msg)
     return arrays
 
@@ -301,13 +311,34 @@ def _state(header: dict[str, Any], a: dict[str, npt.NDArray[Any]], key: Snapshot
     n = int(rowids.size)
     strings = _untexts(a["meta_text"], a["meta_offsets"])
     priority = a["priority"].tolist()
-    if len(strings) != 4 * n or len(priority) != n or header.get("rows") != n:
+    n_kinds, n_groups = int(header["kinds"]), int(header["groups"])
+    kind_codes, group_codes = a["kind_codes"], a["group_codes"]
+    if (
+        len(strings) != 2 * n + n_kinds + n_groups
+        or len(priority) != n
+        or header.get("rows") != n
+        or kind_codes.size != n
+        or group_codes.size != n
+        or (n and not (kind_codes.min() >= 0 and kind_codes.max() < n_kinds))
+        or (n and not (group_codes.min() >= 0 and group_codes.max() < n_groups))
+    ):
         msg = "row fields of different lengths"
         raise SnapshotError(msg)
-    metas = [
-        row_meta(strings[i], strings[n + i], strings[2 * n + i], priority[i], strings[3 * n + i])
-        for i in range(n)
-    ]
+    kinds = [sys.intern(k) for k in strings[2 * n : 2 * n + n_kinds]]
+    groups = [sys.intern(g) for g in strings[2 * n + n_kinds :]]
+    metas = list(
+        map(
+            RowMeta._make,
+            zip(
+                strings[:n],
+                [kinds[c] for c in kind_codes.tolist()],
+                [groups[c] for c in group_codes.tolist()],
+                priority,
+                strings[n : 2 * n],
+                strict=True,
+            ),
+        )
+    )
     keyword = KeywordState(
         tokenizer_identity=key.tokenizer,
         tokens=_untexts(a["tokens"], a["token_offsets"]),
