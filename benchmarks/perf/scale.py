@@ -263,6 +263,12 @@ def to_markdown(report: dict[str, Any]) -> str:
     row("bulk import: add_memories returned, records/s", "import", "records_per_s_ack")
     row("bulk import: keyword-searchable after, s", "import", "keyword_searchable_s")
     row("bulk import: every vector stored after, s", "import", "all_vectors_s")
+    if any(size["import"].get("reused_store") for size in sizes):
+        lines += [
+            "",
+            "The stores were kept from an earlier run (`--keep`): the bulk-import rows are that "
+            "run's figures.",
+        ]
     lines += [
         "",
         "Targets (issue 10): first search after a restart at 100k ≤ 1 s; RSS ≤ 250 MiB per "
