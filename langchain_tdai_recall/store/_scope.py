@@ -90,6 +90,9 @@ class RowMeta(NamedTuple):
     """Priority (L1); 0 for messages."""
     recency: str
     """`updated_at` (L1) or `recorded_at` (L0); ISO strings compare chronologically."""
+    created: str
+    """`created_at` (L1) or `recorded_at` (L0): the pinned context's tie-break, read here so
+    that a recall loads only the records it injects (the same object as `recency` when equal)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +107,18 @@ class LayerState:
     vectors: VectorState | None
 
 
-def row_meta(id_: str, kind: str, group: str, priority: int, recency: str) -> RowMeta:
+def row_meta(  # noqa: PLR0917 - the fields of a RowMeta, in order
+    id_: str, kind: str, group: str, priority: int, recency: str, created: str
+) -> RowMeta:
     """A `RowMeta` whose repetitive strings (type or role, scene or session) are shared."""
-    return RowMeta(id_, sys.intern(kind), sys.intern(group), priority, recency)
+    return RowMeta(
+        id_,
+        sys.intern(kind),
+        sys.intern(group),
+        priority,
+        recency,
+        recency if created == recency else created,
+    )
 
 
 def _order_key(meta: RowMeta) -> int:
@@ -273,6 +285,7 @@ class LayerIndex:
                     row.record.scene_name,
                     row.record.priority,
                     row.record.updated_at,
+                    row.record.created_at,
                 )
             else:
                 meta = row_meta(
@@ -280,6 +293,7 @@ class LayerIndex:
                     row.record.role,
                     row.record.session_key,
                     0,
+                    row.record.recorded_at,
                     row.record.recorded_at,
                 )
             self.meta[row.rowid] = meta

@@ -61,7 +61,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MAGIC: Final = b"TDAI-IDX"
-FORMAT: Final = 2
+FORMAT: Final = 3
 _DIGEST_SIZE: Final = 16
 _MAX_HEADER: Final = 1 << 20
 _ALIGN: Final = 64
@@ -135,8 +135,13 @@ def _arrays(state: LayerState) -> tuple[dict[str, npt.NDArray[Any]], list[str], 
     metas = state.metas
     kinds, kind_codes = _codes([m.kind for m in metas])
     groups, group_codes = _codes([m.group for m in metas])
+    # `created` is stored only where it differs from `recency` (empty string otherwise)
     meta_text, meta_offsets = _texts(
-        [m.id for m in metas] + [m.recency for m in metas] + kinds + groups
+        [m.id for m in metas]
+        + [m.recency for m in metas]
+        + ["" if m.created == m.recency else m.created for m in metas]
+        + kinds
+        + groups
     )
     kw = state.keyword
     tokens, token_offsets = _texts(kw.tokens)
@@ -314,7 +319,7 @@ def _state(header: dict[str, Any], a: dict[str, npt.NDArray[Any]], key: Snapshot
     n_kinds, n_groups = int(header["kinds"]), int(header["groups"])
     kind_codes, group_codes = a["kind_codes"], a["group_codes"]
     if (
-        len(strings) != 2 * n + n_kinds + n_groups
+        len(strings) != 3 * n + n_kinds + n_groups
         or len(priority) != n
         or header.get("rows") != n
         or kind_codes.size != n
@@ -324,8 +329,10 @@ def _state(header: dict[str, Any], a: dict[str, npt.NDArray[Any]], key: Snapshot
     ):
         msg = "row fields of different lengths"
         raise SnapshotError(msg)
-    kinds = [sys.intern(k) for k in strings[2 * n : 2 * n + n_kinds]]
-    groups = [sys.intern(g) for g in strings[2 * n + n_kinds :]]
+    kinds = [sys.intern(k) for k in strings[3 * n : 3 * n + n_kinds]]
+    groups = [sys.intern(g) for g in strings[3 * n + n_kinds :]]
+    recency = strings[n : 2 * n]
+    created = [c or r for c, r in zip(strings[2 * n : 3 * n], recency, strict=True)]
     metas = list(
         map(
             RowMeta._make,
@@ -334,7 +341,8 @@ def _state(header: dict[str, Any], a: dict[str, npt.NDArray[Any]], key: Snapshot
                 [kinds[c] for c in kind_codes.tolist()],
                 [groups[c] for c in group_codes.tolist()],
                 priority,
-                strings[n : 2 * n],
+                recency,
+                created,
                 strict=True,
             ),
         )
