@@ -179,19 +179,21 @@ class RecallEngine:
             threshold,
             cfg.pin_instruction_priority if cfg.pin_instruction_priority is not None else 101,
         )
-        rows = index.pinned_rows(rule_threshold)
-        if not rows:
-            return [], [], set()
         eligible = {"rules": 0, "pinned": 0}
-        wanted = _pinned_candidates(
-            index,
-            rows,
-            threshold=threshold,
-            rule_threshold=rule_threshold,
-            max_pinned=cfg.max_pinned,
-            eligible=eligible,
-        )
-        records = self.store.memories_by_ref(scope, wanted)
+
+        def choose() -> tuple[list[int], dict[str, int]]:
+            wanted = _pinned_candidates(
+                index,
+                index.pinned_rows(rule_threshold),
+                threshold=threshold,
+                rule_threshold=rule_threshold,
+                max_pinned=cfg.max_pinned,
+                eligible=eligible,
+            )
+            return wanted, dict(eligible)
+
+        wanted, eligible = index.memo(("pinned", threshold, rule_threshold, cfg.max_pinned), choose)
+        records = self.store.memories_by_ref(scope, wanted) if wanted else {}
         rules: list[tuple[int, MemoryRecord]] = []
         pinned: list[tuple[int, MemoryRecord]] = []
         for rowid, rec in records.items():
