@@ -26,7 +26,7 @@ In a scope of `PARALLEL_LEGS_MIN_ROWS` rows or more, the two legs of a hybrid se
 same time (the vector scan on a worker thread: FAISS and numpy release the GIL), and the keyword
 leg then scores the vector candidates it did not find itself; the numbers are the same as when
 the legs run one after the other. At 1M memories this takes the search from about 12.7 to about
-9.5 ms p50 on two cores (`benchmarks/results/scale.md`).
+9 ms p50 on two cores (`benchmarks/results/scale.md`).
 """
 
 from __future__ import annotations
