@@ -354,6 +354,11 @@ class StoreConfig(_ConfigModel):
     Past it the call fails with `StoreError` (recall injects nothing and logs a warning)."""
     pool_size: int = Field(default=8, ge=1, le=100)
     """Most connections one process opens to a database server (PostgreSQL)."""
+    index_cache: str | None = "auto"
+    """Where persisted snapshots of large scopes' search indexes live, so the first search
+    after a restart does not rebuild them: `auto` (a directory store's `index-cache`
+    subdirectory; off for PostgreSQL), a directory, or `null` (off). A snapshot is validated
+    (checksum, generation, tokenizer and embedder) and rebuilt when it fails."""
 
 
 class TdaiConfig(_ConfigModel):

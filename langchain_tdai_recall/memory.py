@@ -210,6 +210,7 @@ def _open_backend(
             read_only=read_only,
             tokenizer=tokenizer,
             embedder_id=embedder_id,
+            index_cache=cfg.store.index_cache,
         )
     if read_only and where is None:
         msg = "read_only=True needs a store directory; an in-memory store starts empty"
@@ -220,6 +221,7 @@ def _open_backend(
         embedder_id=embedder_id,
         synchronous=cfg.store.synchronous,
         read_only=read_only,
+        index_cache=cfg.store.index_cache,
     )
 
 

@@ -15,7 +15,7 @@ import time
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import RecallTimeoutError
@@ -45,6 +45,9 @@ from langchain_tdai_recall.types import (
     RecallResult,
     RecallStrategy,
 )
+
+if TYPE_CHECKING:
+    from langchain_tdai_recall.store._scope import LayerIndex
 
 __all__ = ["MIN_QUERY_CHARS", "RecallEngine"]
 
@@ -176,10 +179,21 @@ class RecallEngine:
             threshold,
             cfg.pin_instruction_priority if cfg.pin_instruction_priority is not None else 101,
         )
-        rows = index.pinned_rows(rule_threshold)
-        if not rows:
-            return [], [], set()
-        records = self.store.memories_by_ref(scope, [rowid for rowid, _ in rows])
+        eligible = {"rules": 0, "pinned": 0}
+
+        def choose() -> tuple[list[int], dict[str, int]]:
+            wanted = _pinned_candidates(
+                index,
+                index.pinned_rows(rule_threshold),
+                threshold=threshold,
+                rule_threshold=rule_threshold,
+                max_pinned=cfg.max_pinned,
+                eligible=eligible,
+            )
+            return wanted, dict(eligible)
+
+        wanted, eligible = index.memo(("pinned", threshold, rule_threshold, cfg.max_pinned), choose)
+        records = self.store.memories_by_ref(scope, wanted) if wanted else {}
         rules: list[tuple[int, MemoryRecord]] = []
         pinned: list[tuple[int, MemoryRecord]] = []
         for rowid, rec in records.items():
@@ -189,14 +203,14 @@ class RecallEngine:
                 pinned.append((rowid, rec))
         rules.sort(key=lambda item: (item[1].created_at, item[1].id))
         pinned.sort(key=lambda item: (-item[1].priority, item[1].created_at, item[1].id))
-        for kept, limit, what in (
-            (rules, MAX_STANDING_RULES, "standing rules (priority -1)"),
-            (pinned, cfg.max_pinned, "memories pinned by priority"),
+        for kept, limit, what, count in (
+            (rules, MAX_STANDING_RULES, "standing rules (priority -1)", eligible["rules"]),
+            (pinned, cfg.max_pinned, "memories pinned by priority", eligible["pinned"]),
         ):
-            if len(kept) > limit:
+            if max(len(kept), count) > limit:
                 logger.warning(
                     "scope has %d %s; the first %d are pinned, the rest are left to search",
-                    len(kept),
+                    max(len(kept), count),
                     what,
                     limit,
                 )
@@ -354,3 +368,38 @@ class RecallEngine:
             timings,
         )
         return result
+
+
+def _pinned_candidates(
+    index: LayerIndex,
+    rows: list[tuple[int, int]],
+    *,
+    threshold: int,
+    rule_threshold: int,
+    max_pinned: int,
+    eligible: dict[str, int],
+) -> list[int]:
+    """The row references of the records the pinned context injects, and no more.
+
+    The same choice as sorting the records (standing rules by age, at most
+    `MAX_STANDING_RULES`; pinned memories by priority, then age, then id, at most
+    `max_pinned`), made on the index's row fields, so a scope with thousands of high-priority
+    memories reads a few records per recall instead of all of them. `eligible` receives how
+    many rules and pinned memories there are in all, for the warning.
+    """
+    rules: list[tuple[str, str, int]] = []
+    candidates: list[tuple[int, str, str, int]] = []
+    for rowid, priority in rows:
+        meta = index.meta.get(rowid)
+        if meta is None:
+            continue
+        if priority == -1 and meta.kind == "instruction":
+            rules.append((meta.created, meta.id, rowid))
+        elif priority >= (rule_threshold if meta.kind == "instruction" else threshold):
+            candidates.append((-priority, meta.created, meta.id, rowid))
+    eligible["rules"], eligible["pinned"] = len(rules), len(candidates)
+    rules.sort()
+    candidates.sort()
+    return [r[-1] for r in rules[:MAX_STANDING_RULES]] + [
+        c[-1] for c in candidates[: max(max_pinned, 0)]
+    ]

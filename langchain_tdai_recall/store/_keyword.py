@@ -18,17 +18,25 @@ The search also reports the scope's coverage of the query: the weighted share of
 that occur in any document of the scope. A message most of whose words never occur in a user's
 memories is probably not about them.
 
-Postings are growable numpy arrays, so adding a document costs microseconds and a query costs a
-few vectorised passes over the posting lists of its tokens. A document without any token (an
-emoji, punctuation) is indexed with no postings: it is never a keyword hit and breaks nothing.
+Postings are growable C arrays (int32 slots, float32 weights), so adding a document costs
+microseconds and a query costs a few vectorised passes over the posting lists of its tokens. A
+document without any token (an emoji, punctuation) is indexed with no postings: it is never a
+keyword hit and breaks nothing.
+
+Memory. Tokens are numbered once per index; what each document contains (needed to forget it)
+is kept as token numbers in one flat int32 array with per-slot offsets, not as a tuple of
+strings per document, which cost about 0.5 KiB per memory. `export_state` / `from_state` turn the
+index into plain arrays and back (for the persisted snapshots of `store._snapshot`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from array import array
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -36,11 +44,17 @@ import numpy.typing as npt
 
 from langchain_tdai_recall.text.tokenize import Query
 
-__all__ = ["KeywordHits", "KeywordIndex"]
+__all__ = ["KeywordHits", "KeywordIndex", "KeywordState"]
 
 _K1: Final = 1.2
 _B: Final = 0.75
 _COMPACT_RATIO: Final = 0.3
+_SPARSE_MIN_SLOTS: Final = 65_536
+"""From this many documents a query whose postings are few is scored sparsely (see below)."""
+_SPARSE_SHARE: Final = 4
+"""Score sparsely when the query's postings number at most 1/4 of the documents: then the
+query's work is proportional to its postings, not to the scope (a dense pass over 1M documents
+costs about half a millisecond, and the dense path makes about eight)."""
 _REFERENCE_LENGTH: Final = 16.0
 """Document length (in tokens) at which BM25's length normalisation is neutral. A fixed
 reference instead of the collection's average keeps each posting's weight independent of the
@@ -55,16 +69,35 @@ class _Postings:
 
     __slots__ = ("slots", "weights")
 
-    def __init__(self) -> None:
-        self.slots = array("q")
-        self.weights = array("f")
+    def __init__(self, slots: bytes = b"", weights: bytes = b"") -> None:
+        self.slots = array("i", slots)
+        self.weights = array("f", weights)
 
-    def views(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    def views(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]:
         """Zero-copy numpy views; valid until the next append (callers hold the index lock)."""
         return (
-            np.frombuffer(self.slots, dtype=np.int64),
+            np.frombuffer(self.slots, dtype=np.int32),
             np.frombuffer(self.weights, dtype=np.float32),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordState:
+    """A `KeywordIndex` as plain arrays (live documents only), for persisting and restoring."""
+
+    tokenizer_identity: str
+    tokens: list[str]
+    """Token of each posting list, in token-number order."""
+    posting_starts: npt.NDArray[np.int64]
+    """Offsets of each token's postings in `slots`/`weights` (len(tokens) + 1 entries)."""
+    slots: npt.NDArray[np.int32]
+    weights: npt.NDArray[np.float32]
+    doc_ids: npt.NDArray[np.int64]
+    """Document id of each slot."""
+    order_keys: npt.NDArray[np.int64]
+    term_starts: npt.NDArray[np.int64]
+    """Offsets of each slot's token numbers in `term_ids` (slots + 1 entries)."""
+    term_ids: npt.NDArray[np.int32]
 
 
 class KeywordHits:
@@ -116,17 +149,25 @@ class KeywordIndex:
 
     def __init__(self, tokenizer_identity: str) -> None:
         self.tokenizer_identity: Final = tokenizer_identity
-        self._postings: dict[str, _Postings] = {}
-        self._dead: dict[str, int] = {}
-        """Per token, postings that belong to removed documents (document frequency is the
-        posting count minus this)."""
+        self._vocab: dict[str, int] = {}
+        """Token to token number."""
+        self._lists: list[_Postings] = []
+        """Postings by token number."""
+        self._dead: dict[int, int] = {}
+        """Per token number, postings that belong to removed documents (document frequency is
+        the posting count minus this)."""
         self._slot_of: dict[int, int] = {}
         self._doc_ids = np.empty(16, dtype=np.int64)
         self._order_keys = np.zeros(16, dtype=np.int64)
         """Per slot: the caller's tie-break key (higher first) for equal BM25 scores."""
         self._alive = np.zeros(16, dtype=bool)
-        self._terms: list[tuple[str, ...]] = []
+        self._term_ids = array("i")
+        """Token numbers of every slot's distinct tokens, slot after slot."""
+        self._term_starts = array("q", [0])
+        """Offset of each slot's token numbers in `_term_ids` (one more entry than slots)."""
         self._n_slots = 0
+        self._position: npt.NDArray[np.int32] | None = None
+        """Scratch of the sparse search: a slot's position in the query's universe, else -1."""
 
     def __len__(self) -> int:
         return len(self._slot_of)
@@ -144,6 +185,13 @@ class KeywordIndex:
         alive = np.zeros(size, dtype=bool)
         alive[:used] = self._alive[:used]
         self._alive = alive
+
+    def _token_number(self, token: str) -> int:
+        number = self._vocab.get(token)
+        if number is None:
+            number = self._vocab[token] = len(self._lists)
+            self._lists.append(_Postings())
+        return number
 
     def add_many(
         self,
@@ -175,10 +223,11 @@ class KeywordIndex:
         flat = [vocab.setdefault(tok, len(vocab)) for tokens in token_lists for tok in tokens]
         if flat:
             self._add_postings(flat, vocab, token_lists, slot0)
+        else:
+            self._term_starts.extend([len(self._term_ids)] * n)
         self._doc_ids[slot0 : slot0 + n] = np.asarray(doc_ids, dtype=np.int64)
         self._order_keys[slot0 : slot0 + n] = np.asarray(keys, dtype=np.int64)
         self._alive[slot0 : slot0 + n] = True
-        self._terms.extend(tuple(dict.fromkeys(tokens)) for tokens in token_lists)
         self._slot_of.update(zip(doc_ids, range(slot0, slot0 + n), strict=True))
         self._n_slots += n
 
@@ -189,30 +238,32 @@ class KeywordIndex:
         token_lists: Sequence[Sequence[str]],
         slot0: int,
     ) -> None:
-        """Append the postings of consecutive new slots from `slot0` (at least one token)."""
+        """Append the postings and term lists of consecutive new slots from `slot0`."""
         n = len(token_lists)
         lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=n)
         docs = np.repeat(np.arange(n, dtype=np.int64), lengths)
         vsize = max(len(vocab), 1)
         pairs, tfs = np.unique(docs * vsize + np.asarray(flat, dtype=np.int64), return_counts=True)
-        pair_doc, pair_tok = np.divmod(pairs, vsize)
+        pair_doc, pair_tok = np.divmod(pairs, vsize)  # sorted by document, then token
+        number_of = np.fromiter(
+            (self._token_number(tok) for tok in vocab), dtype=np.int32, count=len(vocab)
+        )
+        self._term_ids.frombytes(number_of[pair_tok].tobytes())
+        ends = len(self._term_ids) - len(pair_doc) + np.cumsum(np.bincount(pair_doc, minlength=n))
+        self._term_starts.frombytes(ends.astype(np.int64).tobytes())
         tf = tfs.astype(np.float64)
         norm = _K1 * (1.0 - _B + _B * lengths[pair_doc] / _REFERENCE_LENGTH)
         weights = (tf * (_K1 + 1.0) / (tf + norm)).astype(np.float32)
         order = np.argsort(pair_tok, kind="stable")  # by token, then by document
         tok_sorted = pair_tok[order]
-        slots_sorted = (pair_doc[order] + slot0).astype(np.int64)
+        slots_sorted = (pair_doc[order] + slot0).astype(np.int32)
         weights_sorted = weights[order]
         bounds = np.flatnonzero(np.diff(tok_sorted)) + 1
         starts = np.concatenate(([0], bounds)).tolist()
-        ends = np.concatenate((bounds, [len(tok_sorted)])).tolist()
-        names = list(vocab)
-        index = self._postings
-        for start, end in zip(starts, ends, strict=True):
-            tok = names[int(tok_sorted[start])]
-            postings = index.get(tok)
-            if postings is None:
-                postings = index[tok] = _Postings()
+        ends_list = np.concatenate((bounds, [len(tok_sorted)])).tolist()
+        lists = self._lists
+        for start, end in zip(starts, ends_list, strict=True):
+            postings = lists[int(number_of[int(tok_sorted[start])])]
             postings.slots.frombytes(slots_sorted[start:end].tobytes())
             postings.weights.frombytes(weights_sorted[start:end].tobytes())
 
@@ -223,59 +274,138 @@ class KeywordIndex:
         slot = self._n_slots
         self._reserve(slot + 1)
         counts = Counter(tokens)
-        index = self._postings
         length_norm = _K1 * (1.0 - _B + _B * len(tokens) / _REFERENCE_LENGTH)
         for tok, tf in counts.items():
-            postings = index.get(tok)
-            if postings is None:
-                postings = index[tok] = _Postings()
+            number = self._token_number(tok)
+            postings = self._lists[number]
             postings.slots.append(slot)
             postings.weights.append(tf * (_K1 + 1.0) / (tf + length_norm))
+            self._term_ids.append(number)
+        self._term_starts.append(len(self._term_ids))
         self._doc_ids[slot] = doc_id
         self._order_keys[slot] = order_key
         self._alive[slot] = True
-        self._terms.append(tuple(counts))
         self._slot_of[doc_id] = slot
         self._n_slots += 1
 
     def remove(self, doc_ids: Sequence[int]) -> None:
         """Forget documents; unknown ids are ignored. Space is reclaimed in batches."""
+        starts, term_ids, dead = self._term_starts, self._term_ids, self._dead
         for doc_id in doc_ids:
             slot = self._slot_of.pop(doc_id, None)
             if slot is None:
                 continue
             self._alive[slot] = False
-            for tok in self._terms[slot]:
-                self._dead[tok] = self._dead.get(tok, 0) + 1
-        dead = self._n_slots - len(self._slot_of)
-        if dead > 64 and dead > _COMPACT_RATIO * self._n_slots:
+            for number in term_ids[starts[slot] : starts[slot + 1]]:
+                dead[number] = dead.get(number, 0) + 1
+        n_dead = self._n_slots - len(self._slot_of)
+        if n_dead > 64 and n_dead > _COMPACT_RATIO * self._n_slots:
             self._compact()
 
     def _compact(self) -> None:
-        """Drop dead slots: renumber live slots in order and filter every posting list."""
+        """Drop dead slots and unused tokens: renumber live slots and tokens in order."""
         size = self._n_slots
         alive = self._alive[:size]
         live = np.flatnonzero(alive)
-        remap = np.cumsum(alive) - 1
-        for tok in list(self._postings):
-            postings = self._postings[tok]
+        remap = (np.cumsum(alive) - 1).astype(np.int32)
+        kept: list[_Postings] = []
+        token_remap = np.full(max(len(self._lists), 1), -1, dtype=np.int32)
+        names = list(self._vocab)
+        vocab: dict[str, int] = {}
+        for number, postings in enumerate(self._lists):
             slots, weights = postings.views()
             keep = alive[slots]
             if not keep.any():
-                del self._postings[tok]
                 continue
-            postings.slots = array("q", remap[slots[keep]].astype(np.int64).tobytes())
-            postings.weights = array("f", weights[keep].tobytes())
-        self._dead = {}
+            token_remap[number] = len(kept)
+            vocab[names[number]] = len(kept)
+            kept.append(_Postings(remap[slots[keep]].tobytes(), weights[keep].tobytes()))
+        starts = np.frombuffer(self._term_starts, dtype=np.int64)
+        lengths = np.diff(starts)
+        owner = np.repeat(np.arange(size), lengths)
+        term_ids = token_remap[np.frombuffer(self._term_ids, dtype=np.int32)[alive[owner]]]
+        new_starts = np.concatenate(([0], np.cumsum(lengths[live]))).astype(np.int64)
+        self._vocab, self._lists, self._dead = vocab, kept, {}
+        self._term_ids = array("i", term_ids.astype(np.int32).tobytes())
+        self._term_starts = array("q", new_starts.tobytes())
         n = len(live)
         capacity = max(16, 2 * n)
         self._doc_ids = np.resize(self._doc_ids[live], capacity)
         self._order_keys = np.resize(self._order_keys[live], capacity)
         self._alive = np.zeros(capacity, dtype=bool)
         self._alive[:n] = True
-        self._terms = [self._terms[s] for s in live.tolist()]
         self._slot_of = {int(d): i for i, d in enumerate(self._doc_ids[:n].tolist())}
         self._n_slots = n
+
+    def export_state(self) -> KeywordState:
+        """The live documents as plain arrays (compacts the index first when needed)."""
+        if self._n_slots != len(self._slot_of) or self._dead:
+            self._compact()
+        n = self._n_slots
+        counts = np.fromiter((len(p.slots) for p in self._lists), np.int64, len(self._lists))
+        return KeywordState(
+            tokenizer_identity=self.tokenizer_identity,
+            tokens=list(self._vocab),
+            posting_starts=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+            slots=np.concatenate(
+                [p.views()[0] for p in self._lists] or [np.empty(0, np.int32)]
+            ).astype(np.int32, copy=False),
+            weights=np.concatenate(
+                [p.views()[1] for p in self._lists] or [np.empty(0, np.float32)]
+            ).astype(np.float32, copy=False),
+            doc_ids=self._doc_ids[:n].copy(),
+            order_keys=self._order_keys[:n].copy(),
+            term_starts=np.frombuffer(self._term_starts, dtype=np.int64).copy(),
+            term_ids=np.frombuffer(self._term_ids, dtype=np.int32).copy(),
+        )
+
+    @classmethod
+    def from_state(cls, state: KeywordState) -> KeywordIndex:
+        """An index equal to the one `state` was exported from.
+
+        Raises:
+            ValueError: If the arrays are inconsistent (a damaged snapshot).
+        """
+        n = int(state.doc_ids.size)
+        n_tokens = len(state.tokens)
+        ps, ts = state.posting_starts, state.term_starts
+        if (
+            ps.size != n_tokens + 1
+            or int(ps[0]) != 0
+            or int(ps[-1]) != state.slots.size
+            or state.weights.size != state.slots.size
+            or state.order_keys.size != n
+            or ts.size != n + 1
+            or int(ts[0]) != 0
+            or int(ts[-1]) != state.term_ids.size
+            or np.any(np.diff(ps) < 0)
+            or np.any(np.diff(ts) < 0)
+            or (state.slots.size and (state.slots.min() < 0 or state.slots.max() >= n))
+            or (
+                state.term_ids.size
+                and (state.term_ids.min() < 0 or state.term_ids.max() >= n_tokens)
+            )
+            or len(set(state.tokens)) != n_tokens
+        ):
+            msg = "inconsistent keyword index arrays"
+            raise ValueError(msg)
+        index = cls(state.tokenizer_identity)
+        index._vocab = {tok: i for i, tok in enumerate(state.tokens)}
+        slots, weights = state.slots.tobytes(), state.weights.tobytes()
+        bounds = (ps * 4).tolist()
+        index._lists = [_Postings(slots[a:b], weights[a:b]) for a, b in itertools.pairwise(bounds)]
+        index._reserve(n)
+        index._doc_ids[:n] = state.doc_ids
+        index._order_keys[:n] = state.order_keys
+        index._alive[:n] = True
+        index._term_ids = array("i", state.term_ids.astype(np.int32).tobytes())
+        index._term_starts = array("q", ts.astype(np.int64).tobytes())
+        index._slot_of = dict(zip(state.doc_ids.tolist(), range(n), strict=True))
+        if len(index._slot_of) != n:
+            msg = "duplicate document ids in the keyword index arrays"
+            raise ValueError(msg)
+        index._n_slots = n
+        return index
 
     def search(
         self,
@@ -295,62 +425,204 @@ class KeywordIndex:
         total_weight = sum(u.weight for u in query.units)
         if not self._slot_of or total_weight <= 0:
             return KeywordHits.empty()
-        n_docs = len(self._slot_of)
         size = self._n_slots
-        present: dict[str, npt.NDArray[np.int64]] = {}
-        bm25 = np.zeros(size, dtype=np.float32)
+        matched, idf_of, absent_idf = self._matched(query)
+        touched = sum(len(m[2]) for m in matched)
+        universe = None
+        if size >= _SPARSE_MIN_SLOTS and touched * _SPARSE_SHARE <= size:
+            universe = self._universe([m[2] for m in matched])
+        try:
+            return self._score(
+                query,
+                matched,
+                universe,
+                idf_of=idf_of,
+                absent_idf=absent_idf,
+                limit=limit,
+                allowed=allowed,
+                also=also,
+            )
+        finally:
+            if universe is not None:
+                assert self._position is not None
+                self._position[universe] = -1
+
+    def score(self, query: Query, doc_ids: Sequence[int]) -> KeywordHits:
+        """Scores of the given documents only (unknown ids are skipped), as `search` gives them.
+
+        The same numbers as `search(..., also=doc_ids)` reports for documents it did not pick,
+        computed from the documents' own postings (a binary search per query token), so the
+        keyword leg can run before the vector leg's candidates are known. `found` is 0, and
+        `scope_coverage` is the one of the given documents, not of the scope.
+        """
+        total_weight = sum(u.weight for u in query.units)
+        wanted = [d for d in dict.fromkeys(int(d) for d in doc_ids) if d in self._slot_of]
+        if not wanted or total_weight <= 0:
+            return KeywordHits.empty()
+        targets = np.asarray(sorted(self._slot_of[d] for d in wanted), dtype=np.int32)
+        matched, idf_of, absent_idf = self._matched(query)
+        narrowed = []
+        for token, idf, slots, weights in matched:
+            at = np.minimum(np.searchsorted(slots, targets), slots.size - 1)
+            hit = slots[at] == targets
+            narrowed.append((token, idf, targets[hit], weights[at[hit]]))
+        universe = self._universe([m[2] for m in narrowed])
+        try:
+            return self._score(
+                query,
+                narrowed,
+                universe,
+                idf_of=idf_of,
+                absent_idf=absent_idf,
+                limit=0,
+                allowed=None,
+                also=wanted,
+            )
+        finally:
+            assert self._position is not None
+            self._position[universe] = -1
+
+    def _matched(
+        self, query: Query
+    ) -> tuple[
+        list[tuple[str, float, npt.NDArray[np.int32], npt.NDArray[np.float32]]],
+        dict[str, float],
+        float,
+    ]:
+        """Per query token present in the index: (token, idf, slots, weights); and every idf."""
+        n_docs = len(self._slot_of)
         idf_of: dict[str, float] = {}
         absent_idf = math.log1p((n_docs + 0.5) / 0.5)
+        matched = []
         for token in query.tokens:
-            postings = self._postings.get(token)
-            df = 0 if postings is None else len(postings.slots) - self._dead.get(token, 0)
+            number = self._vocab.get(token, -1)
+            postings = self._lists[number] if number >= 0 else None
+            df = 0 if postings is None else len(postings.slots) - self._dead.get(number, 0)
             idf = math.log1p((n_docs - df + 0.5) / (df + 0.5)) if df > 0 else absent_idf
             idf_of[token] = idf
-            if postings is None or df <= 0:
-                continue
-            slots, weights = postings.views()
-            bm25[slots] += np.float32(idf) * weights
-            present[token] = slots
+            if postings is not None and df > 0:
+                matched.append((token, idf, *postings.views()))
+        return matched, idf_of, absent_idf
+
+    def _universe(self, lists: list[npt.NDArray[np.int32]]) -> npt.NDArray[np.int32]:
+        """The distinct slots of `lists`, numbered in `_position` in order of first appearance.
+
+        O(postings) without sorting; the caller resets `_position[universe]` to -1 afterwards.
+        """
+        if self._position is None or self._position.size < self._n_slots:
+            self._position = np.full(len(self._doc_ids), -1, dtype=np.int32)
+        position = self._position
+        parts: list[npt.NDArray[np.int32]] = []
+        count = 0
+        for slots in lists:
+            new = slots[position[slots] < 0]
+            position[new] = np.arange(count, count + new.size, dtype=np.int32)
+            count += new.size
+            parts.append(new)
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
+
+    def _score(
+        self,
+        query: Query,
+        matched: list[tuple[str, float, npt.NDArray[np.int32], npt.NDArray[np.float32]]],
+        universe: npt.NDArray[np.int32] | None,
+        *,
+        idf_of: dict[str, float],
+        absent_idf: float,
+        limit: int,
+        allowed: npt.NDArray[np.bool_] | None,
+        also: Sequence[int],
+    ) -> KeywordHits:
+        """`search` over the slots (dense) or over the universe's positions (sparse).
+
+        Both give the same numbers: each slot receives the same float32 additions in the same
+        order, and the order of the hits is total (it ends with the doc id).
+        """
+        size = self._n_slots
+        n = size if universe is None else universe.size
+        position = self._position
+        present: dict[str, npt.NDArray[np.int32]] = {}
+        bm25 = np.zeros(n, dtype=np.float32)
+        for token, idf, slots, weights in matched:
+            at = slots if universe is None else position[slots]  # type: ignore[index]
+            bm25[at] += np.float32(idf) * weights
+            present[token] = at
         covered, covered_idf, scope_weight, idf_total = _coverage(
-            query, present, idf_of, absent_idf, size
+            query, present, idf_of, absent_idf, n
         )
+        total_weight = sum(u.weight for u in query.units)
         scope_coverage = min(scope_weight / total_weight, 1.0)
-        coverage = np.minimum(covered / np.float32(total_weight), np.float32(1.0))
-        ranked = np.minimum(covered_idf / np.float32(max(idf_total, 1e-9)), np.float32(1.0))
+        # scores are normalised only where they are needed (candidates, then the picked
+        # hits): at 1M documents every pass over the whole scope costs about half a ms
+        weight_norm = np.float32(total_weight)
+        idf_norm = np.float32(max(idf_total, 1e-9))
         mask = covered > 0
-        mask &= self._alive[:size]
+        if len(self._slot_of) != size:
+            mask &= self._alive[:size] if universe is None else self._alive[universe]
         if allowed is not None:
-            mask &= allowed[:size]
-        candidates = np.flatnonzero(mask)
+            mask &= allowed[:size] if universe is None else allowed[universe]
+        candidates = np.flatnonzero(mask)  # positions (= slots when dense)
+        ranked_c = np.minimum(covered_idf[candidates] / idf_norm, np.float32(1.0))
         if limit > 0 and candidates.size > limit:
-            scores = ranked[candidates]
-            kth = np.partition(scores, candidates.size - limit)[candidates.size - limit]
-            candidates = candidates[scores >= kth]
+            kth = np.partition(ranked_c, candidates.size - limit)[candidates.size - limit]
+            keep = ranked_c >= kth
+            candidates, ranked_c = candidates[keep], ranked_c[keep]
+        slots_c = candidates if universe is None else universe[candidates]
         order = np.lexsort(
             (
-                self._doc_ids[candidates],
-                -self._order_keys[candidates],
+                self._doc_ids[slots_c],
+                -self._order_keys[slots_c],
                 -bm25[candidates],
-                -ranked[candidates],
+                -ranked_c,
             )
         )
-        picked = candidates[order[: max(limit, 0)]]
+        top = order[: max(limit, 0)]
+        picked, picked_at = slots_c[top].astype(np.int64), candidates[top]
         chosen = set(picked.tolist())
         extra_slots = [
             slot
             for doc_id in dict.fromkeys(also)
             if (slot := self._slot_of.get(int(doc_id))) is not None and slot not in chosen
         ]
+        found = len(picked)
+        cov_p, idf_p, bm25_p = covered[picked_at], covered_idf[picked_at], bm25[picked_at]
         if extra_slots:
-            picked = np.concatenate((picked, np.asarray(extra_slots, dtype=np.int64)))
+            extra = np.asarray(extra_slots, dtype=np.int64)
+            cov_x, idf_x, bm25_x = self._at_slots(extra, universe, (covered, covered_idf, bm25))
+            picked = np.concatenate((picked, extra))
+            cov_p = np.concatenate((cov_p, cov_x))
+            idf_p = np.concatenate((idf_p, idf_x))
+            bm25_p = np.concatenate((bm25_p, bm25_x))
         return KeywordHits(
             self._doc_ids[picked].copy(),
-            coverage[picked],
-            ranked[picked],
-            bm25[picked],
-            found=len(picked) - len(extra_slots),
+            np.minimum(cov_p / weight_norm, np.float32(1.0)),
+            np.minimum(idf_p / idf_norm, np.float32(1.0)),
+            bm25_p,
+            found=found,
             scope_coverage=scope_coverage,
         )
+
+    def _at_slots(
+        self,
+        slots: npt.NDArray[np.int64],
+        universe: npt.NDArray[np.int32] | None,
+        arrays: tuple[npt.NDArray[np.float32], ...],
+    ) -> list[npt.NDArray[np.float32]]:
+        """Values of per-query score arrays at `slots`.
+
+        Outside a sparse universe the values are zero: such a slot shares no token with the query.
+        """
+        if universe is None:
+            return [a[slots] for a in arrays]
+        assert self._position is not None
+        at = self._position[slots]
+        inside = at >= 0
+        out = []
+        for a in arrays:
+            values = np.zeros(slots.size, dtype=np.float32)
+            values[inside] = a[at[inside]]
+            out.append(values)
+        return out
 
     def slot_mask(self, doc_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         """A mask over this index's slots that is true for the given doc ids."""
@@ -364,7 +636,7 @@ class KeywordIndex:
 
 def _coverage(
     query: Query,
-    present: dict[str, npt.NDArray[np.int64]],
+    present: dict[str, npt.NDArray[np.int32]],
     idf_of: dict[str, float],
     absent_idf: float,
     size: int,
@@ -375,14 +647,13 @@ def _coverage(
     base token occurs in the scope, idf-weighted query weight).
 
     Each unit adds its base strength where the base token occurs, and the rest of its weight
-    where a boost token occurs (boost documents are a subset of base documents). A scratch array
-    de-duplicates documents holding both boosts; only the boost postings, which are short, are
-    touched twice. The idf-weighted sums scale each unit by the inverse document frequency of
-    its base token.
+    where a boost token occurs (boost documents are a subset of base documents). A document
+    holding several boosts gets the rest once: numpy's buffered `a[idx] += v` adds `v` once per
+    distinct index, which is exactly the union, without sorting. The idf-weighted sums scale
+    each unit by the inverse document frequency of its base token.
     """
     covered = np.zeros(size, dtype=np.float32)
     covered_idf = np.zeros(size, dtype=np.float32)
-    scratch = np.zeros(size, dtype=np.float32)
     scope_weight = 0.0
     idf_total = 0.0
     for unit in query.units:
@@ -398,10 +669,8 @@ def _coverage(
         boosts = [hit for tok in unit.boosts if (hit := present.get(tok)) is not None]
         if not boosts:
             continue
-        extra = unit.weight * (1.0 - unit.base_strength)
-        union = boosts[0] if len(boosts) == 1 else np.unique(np.concatenate(boosts))
-        scratch[union] = np.float32(extra)
-        covered[union] += scratch[union]
-        covered_idf[union] += scratch[union] * np.float32(idf)
-        scratch[union] = 0.0
+        extra = np.float32(unit.weight * (1.0 - unit.base_strength))
+        union = boosts[0] if len(boosts) == 1 else np.concatenate(boosts)
+        covered[union] += extra  # once per distinct slot, even if it holds several boosts
+        covered_idf[union] += extra * np.float32(idf)
     return covered, covered_idf, scope_weight, idf_total

@@ -4,34 +4,41 @@ A `LayerIndex` holds the keyword postings, the vector index and the few fields r
 (priority, recency, type, scene, session) for one scope's L1 memories or L0 messages. It is built
 on first use from the rows in SQLite and then caught up incrementally: before each search it
 compares the scope's generation with the one it has seen and applies only the deletions and
-writes since. Nothing here is persisted, so it can never be stale or corrupt on disk.
+writes since.
+
+A large index can also start from a persisted snapshot (`export_state` / `restore`, written and
+validated by `store._snapshot`): it is restored at the generation it was taken at and then
+caught up the same way, so a snapshot only ever saves work; it never replaces the rows.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from langchain_tdai_recall.store._keyword import KeywordHits, KeywordIndex
+from langchain_tdai_recall.store._keyword import KeywordHits, KeywordIndex, KeywordState
 from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow
 from langchain_tdai_recall.text.tokenize import Query, Tokenizer
 from langchain_tdai_recall.types import Scope
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall.store._vectors import VectorIndex
+    from langchain_tdai_recall.store._vectors import VectorIndex, VectorState
 
-__all__ = ["LayerIndex", "RowMeta", "RowSource"]
+__all__ = ["LayerIndex", "LayerState", "RowMeta", "RowSource", "row_meta"]
 
 logger = logging.getLogger(__name__)
 
 _EMPTY_IDS: Final = np.empty(0, dtype=np.int64)
+_T = TypeVar("_T")
 
 TRACKED_PRIORITY: Final = 60
 """Memories at or above this priority are listed by `pinned_rows` (the lowest configurable
@@ -50,6 +57,10 @@ class RowSource(Protocol):
         """Current generation of a scope (0 before its first write)."""
         ...
 
+    def count(self, layer: Layer, scope_id: int | None = None) -> int:
+        """Rows of a scope's layer (a restored index is checked against it)."""
+        ...
+
     def tombstones_since(self, scope_id: int, layer: Layer, generation: int) -> list[int]:
         """Row references deleted from a scope's layer after `generation`."""
         ...
@@ -63,9 +74,12 @@ class RowSource(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class RowMeta:
-    """Ranking and filtering fields of one indexed row."""
+class RowMeta(NamedTuple):
+    """Ranking and filtering fields of one indexed row.
+
+    A named tuple rather than a dataclass: a million of them are created when a large scope's
+    index is restored, and a tuple is built several times faster (`RowMeta._make`).
+    """
 
     id: str
     """Public id."""
@@ -77,6 +91,35 @@ class RowMeta:
     """Priority (L1); 0 for messages."""
     recency: str
     """`updated_at` (L1) or `recorded_at` (L0); ISO strings compare chronologically."""
+    created: str
+    """`created_at` (L1) or `recorded_at` (L0): the pinned context's tie-break, read here so
+    that a recall loads only the records it injects (the same object as `recency` when equal)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LayerState:
+    """A `LayerIndex` at one generation, as plain data (see `store._snapshot`)."""
+
+    generation: int
+    rowids: npt.NDArray[np.int64]
+    metas: list[RowMeta]
+    """Ranking fields of each row of `rowids`, in the same order."""
+    keyword: KeywordState
+    vectors: VectorState | None
+
+
+def row_meta(  # noqa: PLR0917 - the fields of a RowMeta, in order
+    id_: str, kind: str, group: str, priority: int, recency: str, created: str
+) -> RowMeta:
+    """A `RowMeta` whose repetitive strings (type or role, scene or session) are shared."""
+    return RowMeta(
+        id_,
+        sys.intern(kind),
+        sys.intern(group),
+        priority,
+        recency,
+        recency if created == recency else created,
+    )
 
 
 def _order_key(meta: RowMeta) -> int:
@@ -117,8 +160,15 @@ class LayerIndex:
         self.embedder: Final = embedder
         self._db = db
         self._scope = scope
-        self._lock = threading.Lock()
+        self._klock = threading.Lock()
+        """Held by keyword and row-field readers, and by writers (with `_vlock`)."""
+        self._vlock = threading.Lock()
+        """Held by vector readers, and by writers (with `_klock`): the two legs of one search
+        can run at the same time, while a refresh excludes both."""
         self._generation = 0
+        self._version = 0
+        """Bumped whenever this layer's rows change (a refresh for the other layer does not)."""
+        self._memos: dict[Hashable, tuple[int, object]] = {}
         self.keyword = KeywordIndex(tokenizer.identity)
         self.vectors: VectorIndex | None = None
         self.meta: dict[int, RowMeta] = {}
@@ -131,7 +181,7 @@ class LayerIndex:
         current = self._db.generation(self.scope_id)
         if current == self._generation:
             return
-        with self._lock:
+        with self._writing():
             if current == self._generation:
                 return
             seen = self._generation
@@ -150,7 +200,94 @@ class LayerIndex:
                     "indexed %d %s rows of scope %s", len(self.meta), self.layer, self.scope_id
                 )
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Exclude every reader: both locks, always in this order."""
+        with self._klock, self._vlock:
+            yield
+
+    @property
+    def generation(self) -> int:
+        """The generation this index has caught up to."""
+        return self._generation
+
+    def _track_priority(self, rowid: int, meta: RowMeta) -> None:
+        if self.layer == "l1" and (
+            meta.priority >= TRACKED_PRIORITY
+            or (meta.priority == -1 and meta.kind == "instruction")
+        ):
+            self.high_priority[rowid] = meta.priority
+        else:
+            self.high_priority.pop(rowid, None)
+
+    def export_state(self) -> LayerState:
+        """Everything this index holds, at the generation it has caught up to."""
+        with self._writing():
+            rowids = np.fromiter(self.meta, dtype=np.int64, count=len(self.meta))
+            return LayerState(
+                generation=self._generation,
+                rowids=rowids,
+                metas=list(self.meta.values()),
+                keyword=self.keyword.export_state(),
+                vectors=self.vectors.export_state() if self.vectors is not None else None,
+            )
+
+    def restore(self, state: LayerState) -> None:
+        """Adopt a state exported earlier (by this or another process); refresh() catches up.
+
+        Raises:
+            ValueError: If the state is inconsistent (the caller then builds from the rows).
+        """
+        from langchain_tdai_recall.store._vectors import VectorIndex  # noqa: PLC0415
+
+        if state.keyword.tokenizer_identity != self.tokenizer.identity:
+            msg = "the keyword index was built by another tokenizer"
+            raise ValueError(msg)
+        keyword = KeywordIndex.from_state(state.keyword)
+        vectors = VectorIndex.from_state(state.vectors) if state.vectors is not None else None
+        rowids = state.rowids.tolist()
+        if len(rowids) != len(state.metas) or len(keyword) != len(rowids):
+            msg = "the row fields and the keyword index disagree"
+            raise ValueError(msg)
+        if not np.array_equal(np.sort(state.rowids), np.sort(state.keyword.doc_ids)):
+            msg = "the row fields and the keyword index hold different rows"
+            raise ValueError(msg)
+        if state.vectors is not None and not np.isin(state.vectors.ids, state.rowids).all():
+            msg = "the vector index holds rows the row fields do not"
+            raise ValueError(msg)
+        with self._writing():
+            self.keyword = keyword
+            self.vectors = vectors
+            self.meta = dict(zip(rowids, state.metas, strict=True))
+            self._version += 1
+            self.high_priority = {}
+            if self.layer == "l1":
+                self.high_priority = {
+                    rowid: meta.priority
+                    for rowid, meta in self.meta.items()
+                    if meta.priority >= TRACKED_PRIORITY
+                    or (meta.priority == -1 and meta.kind == "instruction")
+                }
+            self._generation = state.generation
+
+    def memo(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """`compute()`, cached until this layer's rows change (not its scope's other layer).
+
+        Recall's pinned context is chosen among all of a scope's high-priority memories; at
+        100k memories that takes tens of milliseconds, and it only changes with the L1 rows.
+        """
+        with self._klock:
+            version = self._version
+            hit = self._memos.get(key)
+        if hit is not None and hit[0] == version:
+            return cast("_T", hit[1])
+        value = compute()
+        with self._klock:
+            self._memos[key] = (version, value)
+        return value
+
     def _remove(self, rowids: list[int]) -> None:
+        self._version += 1
         self.keyword.remove(rowids)
         if self.vectors is not None:
             self.vectors.remove(np.asarray(rowids, dtype=np.int64))
@@ -159,34 +296,32 @@ class LayerIndex:
             self.high_priority.pop(rowid, None)
 
     def _apply(self, rows: list[MemoryRow] | list[MessageRow]) -> None:
+        if rows:
+            self._version += 1
         with_vec: list[int] = []
         blobs: list[bytes] = []
         without_vec: list[int] = []
         for row in rows:
             if isinstance(row, MemoryRow):
-                meta = RowMeta(
+                meta = row_meta(
                     row.record.id,
                     row.record.type,
                     row.record.scene_name,
                     row.record.priority,
                     row.record.updated_at,
+                    row.record.created_at,
                 )
             else:
-                meta = RowMeta(
+                meta = row_meta(
                     row.record.id,
                     row.record.role,
                     row.record.session_key,
                     0,
                     row.record.recorded_at,
+                    row.record.recorded_at,
                 )
             self.meta[row.rowid] = meta
-            if self.layer == "l1" and (
-                meta.priority >= TRACKED_PRIORITY
-                or (meta.priority == -1 and meta.kind == "instruction")
-            ):
-                self.high_priority[row.rowid] = meta.priority
-            else:
-                self.high_priority.pop(row.rowid, None)
+            self._track_priority(row.rowid, meta)
             if self.embedder is not None and row.embedder == self.embedder and row.vector:
                 with_vec.append(row.rowid)
                 blobs.append(row.vector)
@@ -233,7 +368,7 @@ class LayerIndex:
         if kind is None and group is None:
             return None
         needle = (group or "").casefold()
-        with self._lock:
+        with self._klock:
             picked = [
                 rowid
                 for rowid, m in self.meta.items()
@@ -254,13 +389,18 @@ class LayerIndex:
         also: Sequence[int] = (),
     ) -> KeywordHits:
         """The `limit` best keyword candidates, plus the rows in `also`, with their scores."""
-        with self._lock:
+        with self._klock:
             mask = self.keyword.slot_mask(allowed) if allowed is not None else None
             return self.keyword.search(query, limit=limit, allowed=mask, also=also)
 
+    def keyword_scores(self, query: Query, rowids: Sequence[int]) -> KeywordHits:
+        """Keyword scores of the given rows only (`KeywordIndex.score`)."""
+        with self._klock:
+            return self.keyword.score(query, rowids)
+
     def vector_dim(self) -> int | None:
         """Dimension of the indexed vectors, or `None` before the first vector."""
-        with self._lock:
+        with self._vlock:
             return self.vectors.dim if self.vectors is not None and len(self.vectors) else None
 
     def vector_search(
@@ -271,7 +411,7 @@ class LayerIndex:
         allowed: npt.NDArray[np.int64] | None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """The `limit` rows most similar to `query` (cosine), best first."""
-        with self._lock:
+        with self._vlock:
             if self.vectors is None or len(self.vectors) == 0 or query.shape[0] != self.vectors.dim:
                 return _EMPTY_IDS, np.empty(0, dtype=np.float32)
             if allowed is not None and allowed.size == 0:
@@ -284,7 +424,7 @@ class LayerIndex:
         """Exact cosine of `query` with each given row that has a vector."""
         if not rowids:
             return {}
-        with self._lock:
+        with self._vlock:
             if self.vectors is None or query.shape[0] != self.vectors.dim:
                 return {}
             return self.vectors.scores(query, np.asarray(rowids, dtype=np.int64))
@@ -295,7 +435,7 @@ class LayerIndex:
         These are the standing rules (instructions with priority -1) and the memories with
         priority >= `min_priority`.
         """
-        with self._lock:
+        with self._klock:
             return sorted(
                 (rowid, p)
                 for rowid, p in self.high_priority.items()
@@ -304,5 +444,5 @@ class LayerIndex:
 
     def stats(self) -> tuple[int, int]:
         """(rows indexed, rows with vectors)."""
-        with self._lock:
+        with self._writing():
             return len(self.meta), (len(self.vectors) if self.vectors is not None else 0)

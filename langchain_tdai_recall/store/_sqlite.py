@@ -883,12 +883,14 @@ class SqliteRecords:
     ) -> dict[int, MemoryRecord]:
         """Records of the scope for the given row ids (missing or foreign ones are left out)."""
         out: dict[int, MemoryRecord] = {}
+        # `+scope_id` keeps SQLite on the rowid lookup: without it the planner walks the
+        # (scope_id, id) index over the whole scope, 10 ms per search at 100k memories
         for part in _chunks(list(rowids)):
             marks = ",".join("?" * len(part))
             with self._read() as conn:
                 rows = conn.execute(
                     f"SELECT {_MEMORY_COLS} FROM memories "
-                    f"WHERE scope_id = ? AND rowid IN ({marks})",
+                    f"WHERE +scope_id = ? AND rowid IN ({marks})",
                     [scope_id, *part],
                 ).fetchall()
             out.update((int(r[0]), _memory(r, scope)) for r in rows)
@@ -966,7 +968,7 @@ class SqliteRecords:
             with self._read() as conn:
                 rows = conn.execute(
                     f"SELECT {_MESSAGE_COLS} FROM messages "
-                    f"WHERE scope_id = ? AND rowid IN ({marks})",
+                    f"WHERE +scope_id = ? AND rowid IN ({marks})",
                     [scope_id, *part],
                 ).fetchall()
             out.update((int(r[0]), _message(r, scope)) for r in rows)

@@ -16,10 +16,21 @@ past the threshold (about 0.3-0.7 s) and again whenever it has grown 4x since.
 `benchmarks/perf/README.md` has the measurements behind these choices (flat, numpy, scalar
 quantisers, IVF, PQ fast scan).
 
-Scores. Every returned score is the inner product of the stored float32 vectors accumulated in
-float64 and rounded to float32, whichever path produced the candidate; hits are ordered by score
-descending, then id ascending. In the exact path the ranking is exact too: the flat scan's
-candidate list is widened until its float32 rounding error cannot change the top k.
+Precision. Up to the PQ threshold rows are float32. When the quantiser is first trained the rows
+become float16 (half the memory: 768 bytes instead of 1.5 KiB per 384-d vector, the largest part
+of a big scope's footprint) and stay so while it exists; they go back to float32 when removals
+drop the quantiser. A float16 component of a unit vector is within 2**-11 of its float32 value
+relative, so a cosine moves by about 1e-5 (3.5e-5 at most on the quality benchmarks); rankings
+on the quality benchmarks are unchanged (`benchmarks/perf/README.md`).
+
+Scores. Every returned score is the inner product of the stored vectors (float32 or float16,
+see above) with the float32 query, accumulated in float64 and rounded to float32, whichever path
+produced the candidate; hits are ordered by score descending, then id ascending. In the exact
+path the ranking is exact too: the flat scan's candidate list is widened until its float32
+rounding error cannot change the top k.
+
+Snapshots. `export_state` / `from_state` turn the index, quantiser included (FAISS's own binary
+serialisation, not pickle), into plain arrays and back, for `store._snapshot`.
 
 Threads. On a 2-core machine one FAISS query is slower with 2 OpenMP threads than with 1, so
 every FAISS call here runs with `omp_set_num_threads(1)` and restores the caller's value right
@@ -36,6 +47,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Final
 
 import faiss
@@ -44,7 +56,7 @@ import numpy.typing as npt
 
 from langchain_tdai_recall.errors import ConfigError
 
-__all__ = ["EXACT_MAX_VECTORS", "VectorIndex"]
+__all__ = ["EXACT_MAX_VECTORS", "VectorIndex", "VectorState"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,10 +82,28 @@ _EXACT_SLACK: Final = 32
 """Extra candidates taken from the flat scan before exact rescoring."""
 _GROWTH: Final = 1.5
 """Capacity growth factor of the row buffers."""
+_HALF_ROWS = True
+"""Keep rows as float16 while the quantiser exists (`benchmarks/quality/rank_compare.py`
+turns it off to compare rankings with float32 rows)."""
+_CHUNK: Final = 65_536
+"""Rows converted to float32 at a time when (re)building the quantiser."""
 
 _Ids = npt.NDArray[np.int64]
 _Scores = npt.NDArray[np.float32]
 _Rows = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorState:
+    """A `VectorIndex` as plain arrays, for persisting and restoring."""
+
+    dim: int
+    ids: npt.NDArray[np.int64]
+    rows: npt.NDArray[np.float32] | npt.NDArray[np.float16]
+    """One row per id: float32 without a quantiser, float16 with one."""
+    quantiser: npt.NDArray[np.uint8]
+    """FAISS's serialisation of the PQ fast-scan index (empty when there is none)."""
+    trained_size: int
 
 
 @contextmanager
@@ -132,7 +162,7 @@ class VectorIndex:
             msg = f"dim must be a positive integer, got {dim!r}"
             raise ConfigError(msg)
         self._dim = dim
-        self._rows: _Rows = np.empty((0, dim), dtype=np.float32)
+        self._rows: _Rows | npt.NDArray[np.float16] = np.empty((0, dim), dtype=np.float32)
         self._ids: _Ids = np.empty(0, dtype=np.int64)
         self._size = 0
         self._position: dict[int, int] = {}
@@ -235,6 +265,7 @@ class VectorIndex:
             if new_size < _PQ_DROP_BELOW:
                 self._pq = None
                 self._trained_size = 0
+                self._rows = self._rows.astype(np.float32)
             else:
                 with _one_thread():
                     self._pq.remove_ids(faiss.IDSelectorRange(new_size, old_size))
@@ -341,7 +372,7 @@ class VectorIndex:
                 self._pq.add(vectors)
 
     def _reserve(self, capacity: int) -> None:
-        rows = np.empty((capacity, self._dim), dtype=np.float32)
+        rows = np.empty((capacity, self._dim), dtype=self._rows.dtype)
         ids = np.empty(capacity, dtype=np.int64)
         rows[: self._size] = self._rows[: self._size]
         ids[: self._size] = self._ids[: self._size]
@@ -374,8 +405,12 @@ class VectorIndex:
         pq.pq.cp.niter = _TRAIN_ITERATIONS
         sample = np.random.default_rng(0).choice(self._size, _TRAIN_SAMPLE, replace=False)
         with _one_thread():
-            pq.train(np.ascontiguousarray(self._rows[np.sort(sample)]))
-            pq.add(self._rows[: self._size])
+            pq.train(np.ascontiguousarray(self._rows[np.sort(sample)], dtype=np.float32))
+            for start in range(0, self._size, _CHUNK):
+                block = self._rows[start : min(start + _CHUNK, self._size)]
+                pq.add(np.ascontiguousarray(block, dtype=np.float32))
+        if _HALF_ROWS and self._rows.dtype != np.float16:
+            self._rows = self._rows.astype(np.float16)
         logger.debug("vector index: trained PQ fast-scan (%d sub-quantisers) at %d", m, self._size)
         self._pq = pq
         self._trained_size = self._size
@@ -413,6 +448,8 @@ class VectorIndex:
         self, q: npt.NDArray[np.float32], take: int, subset: npt.NDArray[np.intp] | None
     ) -> tuple[_Scores, npt.NDArray[np.intp]]:
         """Top `take` rows by float32 inner product (rows, best first)."""
+        if self._rows.dtype == np.float16:
+            return self._flat_scan_half(q, take, subset)
         qq = q.reshape(1, -1)
         with _one_thread():
             if subset is None:
@@ -436,6 +473,65 @@ class VectorIndex:
                 faiss.swig_ptr(labels),
             )
         return dist, labels
+
+    def _flat_scan_half(
+        self, q: npt.NDArray[np.float32], take: int, subset: npt.NDArray[np.intp] | None
+    ) -> tuple[_Scores, npt.NDArray[np.intp]]:
+        """`_flat_scan` over float16 rows (only small sets: the quantiser serves the rest)."""
+        rows = np.arange(self._size) if subset is None else np.asarray(subset, dtype=np.intp)
+        scores = self._rows[rows].astype(np.float32) @ q
+        if take < scores.size:
+            part = np.argpartition(-scores, take - 1)[:take]
+        else:
+            part = np.arange(scores.size)
+        order = part[np.argsort(-scores[part], kind="stable")]
+        return scores[order], rows[order]
+
+    # ------------------------------------------------------------------ snapshots
+
+    def export_state(self) -> VectorState:
+        """The index as plain arrays (copies: later changes do not affect the state)."""
+        quantiser = np.empty(0, dtype=np.uint8)
+        if self._pq is not None:
+            quantiser = faiss.serialize_index(self._pq)
+        return VectorState(
+            dim=self._dim,
+            ids=self._ids[: self._size].copy(),
+            rows=self._rows[: self._size].copy(),
+            quantiser=quantiser,
+            trained_size=self._trained_size,
+        )
+
+    @classmethod
+    def from_state(cls, state: VectorState) -> VectorIndex:
+        """An index equal to the one `state` was exported from (the arrays are adopted).
+
+        Raises:
+            ValueError: If the arrays are inconsistent (a damaged snapshot).
+        """
+        index = cls(state.dim)
+        n = int(state.ids.size)
+        with_pq = state.quantiser.size > 0
+        expected = np.float16 if with_pq and _HALF_ROWS else np.float32
+        if state.rows.shape != (n, state.dim) or state.rows.dtype != expected:
+            msg = "inconsistent vector index arrays"
+            raise ValueError(msg)
+        if with_pq:
+            with _one_thread():
+                pq = faiss.deserialize_index(state.quantiser)  # already of its concrete class
+            if not isinstance(pq, faiss.IndexPQFastScan) or pq.ntotal != n or pq.d != state.dim:
+                msg = "the vector quantiser does not match the vectors"
+                raise ValueError(msg)
+            index._pq = pq
+            index._trained_size = state.trained_size
+        index._rows = state.rows
+        index._ids = state.ids
+        index._size = n
+        index._position = dict(zip(state.ids.tolist(), range(n), strict=True))
+        if len(index._position) != n:
+            msg = "duplicate ids in the vector index arrays"
+            raise ValueError(msg)
+        return index
 
     def _rows_of(self, ids: _Ids) -> _Ids:
         """Sorted unique rows of the known ids among `ids`."""

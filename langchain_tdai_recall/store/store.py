@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from langchain_tdai_recall.errors import (
 from langchain_tdai_recall.store import _transfer
 from langchain_tdai_recall.store._documents import DocumentStore, FileDocuments, InMemoryDocuments
 from langchain_tdai_recall.store._scope import LayerIndex
+from langchain_tdai_recall.store._snapshot import SnapshotCache, index_cache_dir
 from langchain_tdai_recall.store._sqlite import (
     Layer,
     MemoryRow,
@@ -40,7 +40,7 @@ from langchain_tdai_recall.store._sqlite import (
     PendingVector,
     SqliteRecords,
 )
-from langchain_tdai_recall.stores.base import LAYERS, BaseMemoryStore, Ref
+from langchain_tdai_recall.stores.base import LAYERS, BaseMemoryStore, DerivedIndexes, Ref
 from langchain_tdai_recall.text.tokenize import Tokenizer
 from langchain_tdai_recall.types import (
     MemoryRecord,
@@ -51,9 +51,12 @@ from langchain_tdai_recall.types import (
     ScopeStats,
 )
 
-__all__ = ["LAYERS", "MemoryStore", "PendingVector", "Ref", "Scope"]
+__all__ = ["INDEX_CACHE_DIRNAME", "LAYERS", "MemoryStore", "PendingVector", "Ref", "Scope"]
 
 logger = logging.getLogger(__name__)
+
+INDEX_CACHE_DIRNAME = "index-cache"
+"""Subdirectory of a store directory that holds its index snapshots (`index_cache="auto"`)."""
 
 
 def _prepare_directory(path: Path, *, read_only: bool) -> Path:
@@ -101,6 +104,8 @@ class MemoryStore(BaseMemoryStore):
         embedder_id: Identity of the embedder whose vectors count (`None`: keyword only).
         synchronous: SQLite durability, `"normal"` or `"full"`.
         read_only: Serve reads only; writes raise `StoreReadOnlyError`.
+        index_cache: Directory of the persisted index snapshots: `"auto"` (the store's
+            `index-cache` subdirectory; none for an in-memory store), a path, or `None` (off).
     """
 
     def __init__(
@@ -111,6 +116,7 @@ class MemoryStore(BaseMemoryStore):
         embedder_id: str | None = None,
         synchronous: str = "normal",
         read_only: bool = False,
+        index_cache: Path | str | None = "auto",
     ) -> None:
         if path is None and read_only:
             msg = "read_only=True needs a store directory; an in-memory store starts empty"
@@ -132,8 +138,14 @@ class MemoryStore(BaseMemoryStore):
         self.formation = _transfer.LocalFormationState(self._db)
         """Memory formation's cursors, leases, scene queue and atomic commits (its scope ids
         are those of this store)."""
-        self._indexes: dict[tuple[int, Layer], LayerIndex] = {}
-        self._lock = threading.Lock()
+        cache_dir = index_cache_dir(
+            index_cache, path / INDEX_CACHE_DIRNAME if path is not None else None
+        )
+        self._indexes = DerivedIndexes(
+            SnapshotCache(cache_dir, "local", writable=not read_only)
+            if cache_dir is not None
+            else None
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -153,11 +165,16 @@ class MemoryStore(BaseMemoryStore):
         return self._db._schema
 
     def close(self) -> None:
-        """Release the database and drop the in-memory indexes (idempotent)."""
-        self._closed = True
-        with self._lock:
-            self._indexes.clear()
+        """Save the large indexes' snapshots, release the database, drop the indexes."""
+        if not self._closed:
+            self._closed = True
+            self._indexes.clear(save=True)
         self._db.close()
+
+    def save_index_snapshots(self) -> int:
+        """Write the snapshots of the large indexes that changed since theirs (also on close)."""
+        self._check_open()
+        return self._indexes.save_snapshots()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -229,8 +246,7 @@ class MemoryStore(BaseMemoryStore):
 
     def loaded_indexes(self) -> int:
         """Number of scope indexes built in this process."""
-        with self._lock:
-            return len({scope_id for scope_id, _ in self._indexes})
+        return self._indexes.scopes()
 
     # -- L1 memories --------------------------------------------------------------------------
 
@@ -365,20 +381,9 @@ class MemoryStore(BaseMemoryStore):
         scope_id = self._scope_id(scope)
         if scope_id is None:
             return None
-        key = (scope_id, layer)
-        with self._lock:
-            index = self._indexes.get(key)
-            if index is None:
-                index = self._indexes[key] = LayerIndex(
-                    self._db,
-                    scope_id,
-                    scope,
-                    layer,
-                    tokenizer=self.tokenizer,
-                    embedder=self.embedder_id,
-                )
-        index.refresh()
-        return index
+        return self._indexes.get(
+            self._db, scope_id, scope, layer, tokenizer=self.tokenizer, embedder=self.embedder_id
+        )
 
     # -- vector upkeep ------------------------------------------------------------------------
 

@@ -33,11 +33,15 @@ The interface, by part:
 - **Copying**: `export_rows`, `import_rows`, `document_scopes` (and the formation state's
   `export_scope` / `import_scope`), used by `stores.migrate.copy_store`.
 - **Stats**: `scope_stats`, `loaded_indexes`, `pending_vector_count`, `vector_dimension`.
+- **Index snapshots**: `save_index_snapshots()` (and `close()`) persist large derived indexes
+  when the backend has an index cache, so the next process restores them instead of
+  rebuilding them from the rows (`store._snapshot`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -50,6 +54,7 @@ import numpy.typing as npt
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
 from langchain_tdai_recall.store._scope import LayerIndex, RowSource
 from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow, PendingVector
+from langchain_tdai_recall.store._trim import release_freed_memory
 from langchain_tdai_recall.text.tokenize import Tokenizer, get_tokenizer
 from langchain_tdai_recall.types import (
     MemoryRecord,
@@ -64,6 +69,7 @@ from langchain_tdai_recall.types import (
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.store._documents import DocumentStore
+    from langchain_tdai_recall.store._snapshot import SnapshotCache
     from langchain_tdai_recall.stores.formation import BaseFormationState
 
 __all__ = [
@@ -79,23 +85,33 @@ __all__ = [
     "Scope",
 ]
 
+logger = logging.getLogger(__name__)
+
 Ref = int
 """Opaque reference of a stored row within its layer, as search hits carry it."""
 
 LAYERS: tuple[Layer, ...] = ("l1", "l0")
 """The record layers: L1 memories and L0 messages."""
 
+TRIM_AFTER_ROWS = 10_000
+"""A new index of at least this many rows hands the memory its build freed back to the OS."""
+
 
 class DerivedIndexes:
     """The per-process `LayerIndex` of each (scope, layer), built on first use. Thread-safe.
 
-    Shared by backends whose search legs run on derived in-process indexes fed from their row
-    source.
+    Shared by the backends, whose search legs run on derived in-process indexes fed from their
+    row source. With a `SnapshotCache`, an index starts from its persisted snapshot when one
+    passes every check (and is caught up from there), and `close()` saves the large indexes
+    whose snapshot is missing or older.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cache: SnapshotCache | None = None) -> None:
         self._indexes: dict[tuple[int, Layer], LayerIndex] = {}
+        self._starting: dict[tuple[int, Layer], threading.Lock] = {}
+        """Per key being created: a lock that the threads asking for it wait on."""
         self._lock = threading.Lock()
+        self.cache = cache
 
     def get(
         self,
@@ -107,15 +123,55 @@ class DerivedIndexes:
         tokenizer: Tokenizer,
         embedder: str | None,
     ) -> LayerIndex:
-        """The index of a scope's layer, caught up with every write so far."""
+        """The index of a scope's layer, caught up with every write so far.
+
+        A new index is restored from its snapshot (if the cache has a valid one) under a lock of
+        its own key, so other scopes' searches never wait for it.
+        """
         key = (scope_id, layer)
         with self._lock:
             index = self._indexes.get(key)
-            if index is None:
-                index = self._indexes[key] = LayerIndex(
-                    source, scope_id, scope, layer, tokenizer=tokenizer, embedder=embedder
-                )
+            starting = self._starting.setdefault(key, threading.Lock()) if index is None else None
+        new = False
+        if starting is not None:
+            with starting:
+                with self._lock:
+                    index = self._indexes.get(key)
+                if index is None:
+                    new = True
+                    index = self._start(
+                        source, scope_id, scope, layer, tokenizer=tokenizer, embedder=embedder
+                    )
+                    with self._lock:
+                        self._indexes[key] = index
+                        self._starting.pop(key, None)
+        assert index is not None
         index.refresh()
+        if new and len(index.meta) >= TRIM_AFTER_ROWS:
+            release_freed_memory()  # the build's garbage: about half of the RSS it added
+        return index
+
+    def _start(
+        self,
+        source: RowSource,
+        scope_id: int,
+        scope: Scope,
+        layer: Layer,
+        *,
+        tokenizer: Tokenizer,
+        embedder: str | None,
+    ) -> LayerIndex:
+        """A new index: restored from a valid snapshot, else empty (the first refresh fills it)."""
+
+        def empty() -> LayerIndex:
+            return LayerIndex(
+                source, scope_id, scope, layer, tokenizer=tokenizer, embedder=embedder
+            )
+
+        index = empty()
+        cache = self.cache
+        if cache is not None and cache.restore(index, source) and not cache.verify(index, source):
+            index = empty()
         return index
 
     def scopes(self) -> int:
@@ -123,8 +179,21 @@ class DerivedIndexes:
         with self._lock:
             return len({scope_id for scope_id, _ in self._indexes})
 
-    def clear(self) -> None:
-        """Drop every index (they are rebuilt on next use)."""
+    def save_snapshots(self) -> int:
+        """Save the snapshots of the large indexes that changed since theirs; returns how many."""
+        if self.cache is None:
+            return 0
+        with self._lock:
+            indexes = list(self._indexes.values())
+        return sum(self.cache.save(index) for index in indexes)
+
+    def clear(self, *, save: bool = False) -> None:
+        """Drop every index (they are rebuilt on next use), saving snapshots first if asked."""
+        if save:
+            try:
+                self.save_snapshots()
+            except Exception:  # a cache must never make closing a store fail
+                logger.warning("cannot save the index snapshots", exc_info=True)
         with self._lock:
             self._indexes.clear()
 
@@ -233,6 +302,15 @@ class BaseMemoryStore(ABC):
     @abstractmethod
     def loaded_indexes(self) -> int:
         """Number of scopes with derived indexes loaded in this process."""
+
+    def save_index_snapshots(self) -> int:
+        """Persist the large derived indexes that changed since their snapshot; returns how many.
+
+        Backends with an index cache (`store._snapshot`) also do it in `close()`; the default is
+        a backend without one.
+        """
+        self._check_open()
+        return 0
 
     # -- L1 memories --------------------------------------------------------------------------
 

@@ -70,3 +70,15 @@ def test_postgres_script_runs_tiny(tmp_path: Path, postgres_server: str) -> None
     assert report["processes"]["freshness_pct"] == 100.0
     assert report["processes"]["writes"] > 0
     assert (tmp_path / "pg.md").read_text(encoding="utf-8").startswith("# PostgreSQL backend")
+
+
+def test_scale_script_runs_tiny(tmp_path: Path) -> None:
+    report = _run("scale.py", tmp_path / "scale.json")
+    (size,) = report["sizes"]  # type: ignore[misc]
+    assert size["memories"] == 2500  # explicit ids: no exact-duplicate merge
+    assert size["import"]["last_record_found_by_keyword"] is True
+    assert size["restart_with_snapshot"]["snapshot_mib"] > 0
+    assert size["restart_with_snapshot"]["first_search_s"] > 0
+    assert size["restart_without_snapshot"]["rss_mib_per_100k"] > 0
+    assert size["search_excl_embedding"]["n"] == 10
+    assert (tmp_path / "scale.md").read_text(encoding="utf-8").startswith("# Large scopes")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Final
 
 import numpy as np
@@ -32,6 +33,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     raise MissingDependencyError(_PACKAGE, extra="postgres") from exc
 
 from langchain_tdai_recall.store._scope import LayerIndex
+from langchain_tdai_recall.store._snapshot import SnapshotCache, index_cache_dir
 from langchain_tdai_recall.stores.base import (
     LAYERS,
     BaseMemoryStore,
@@ -90,6 +92,9 @@ class PostgresMemoryStore(BaseMemoryStore):
         read_only: Serve reads only (nothing is created or migrated).
         tokenizer: Keyword tokenizer (`TdaiMemory.open` sets it from the configuration).
         embedder_id: Embedder identity (`TdaiMemory.open` sets it).
+        index_cache: A local directory for persisted snapshots of this process's derived
+            indexes, so a large scope's first search after a restart does not re-read every
+            row (see `store._snapshot`); `None` or `"auto"` (the default for URLs): off.
 
     Raises:
         ConfigError: If an argument is invalid.
@@ -115,6 +120,7 @@ class PostgresMemoryStore(BaseMemoryStore):
         read_only: bool = False,
         tokenizer: Tokenizer | None = None,
         embedder_id: str | None = None,
+        index_cache: Path | str | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.strip():
             msg = f"url must be a postgresql:// URL, got {type(url).__name__}"
@@ -133,7 +139,10 @@ class PostgresMemoryStore(BaseMemoryStore):
         self.records = PostgresRecords(self.db)
         self.documents = PostgresDocuments(self.db, self._resolve)
         self.formation = PostgresFormationState(self.db, self.records)
-        self._indexes = DerivedIndexes()
+        cache_dir = index_cache_dir(index_cache, None)  # "auto": no local directory to use
+        self._indexes = DerivedIndexes(
+            SnapshotCache(cache_dir, self._display) if cache_dir is not None else None
+        )
 
     def _prepare(self) -> int:
         """Create or check the schema on a direct connection; register the vector type."""
@@ -167,10 +176,16 @@ class PostgresMemoryStore(BaseMemoryStore):
         return self._schema
 
     def close(self) -> None:
-        """Close the pool and drop the indexes (idempotent)."""
-        self._closed = True
-        self._indexes.clear()
+        """Save the large indexes' snapshots (with an `index_cache`), close the pool."""
+        if not self._closed:
+            self._closed = True
+            self._indexes.clear(save=True)
         self.db.close()
+
+    def save_index_snapshots(self) -> int:
+        """Write the snapshots of the large indexes that changed since theirs (also on close)."""
+        self._check_open()
+        return self._indexes.save_snapshots()
 
     def _resolve(self, scope: Scope, create: bool) -> int | None:
         if create:
