@@ -11,23 +11,7 @@ from langchain_tdai_recall.store import _keyword
 from langchain_tdai_recall.store._keyword import KeywordHits, KeywordIndex
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 
-WORDS = [
-    "coffee",
-    "tea",
-    "morning",
-    "trip",
-    "Lyon",
-    "Paris",
-    "notes",
-    "guitar",
-    "piano",
-    "dog",
-    "cat",
-    "花生",
-    "过敏",
-    "蛋糕",
-    "海边",
-]
+from ._words import phrase
 
 
 def _fields(hits: KeywordHits) -> tuple[object, ...]:
@@ -47,7 +31,7 @@ def test_sparse_and_dense_scoring_agree(seed: int, monkeypatch: pytest.MonkeyPat
     rng = random.Random(seed)
     index = KeywordIndex(tokenizer.identity)
     ids = list(range(3000))
-    texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 5))) for _ in ids]
+    texts = [phrase(rng, 1, 5) for _ in ids]
     index.add_many(ids, [tokenizer.document_tokens(t) for t in texts], [i % 7 for i in ids])
     index.remove(rng.sample(ids, 40))  # dead slots, below the compaction threshold
     allowed = index.slot_mask(np.asarray(rng.sample(ids, 1500), dtype=np.int64))

@@ -10,23 +10,8 @@ from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.recall import search
 from langchain_tdai_recall.testing import HashEmbeddings
 
-WORDS = [
-    "coffee",
-    "tea",
-    "morning",
-    "trip",
-    "Lyon",
-    "Paris",
-    "notes",
-    "guitar",
-    "piano",
-    "dog",
-    "cat",
-    "花生",
-    "过敏",
-    "蛋糕",
-    "海边",
-]
+from ._words import phrase
+
 QUERIES = ["piano lessons", "花生 过敏", "trip to Lyon in the morning", "海边", "dog", "zzz"]
 
 
@@ -49,7 +34,7 @@ def test_parallel_legs_rank_exactly_like_sequential_ones(monkeypatch: pytest.Mon
     rng = random.Random(4)
     records = [
         {
-            "content": f"{' '.join(rng.choice(WORDS) for _ in range(rng.randint(2, 6)))} #{i}",
+            "content": f"{phrase(rng, 2, 6)} #{i}",
             "type": rng.choice(["persona", "episodic"]),
             "scene_name": rng.choice(["", "travel", "food"]),
         }

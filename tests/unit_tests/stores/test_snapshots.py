@@ -20,25 +20,10 @@ from langchain_tdai_recall.store.store import INDEX_CACHE_DIRNAME
 from langchain_tdai_recall.testing import HashEmbeddings
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 
+from ._words import phrase
+
 USER = "snap-user"
 QUERIES = ["coffee in the morning", "trip to Lyon", "花生 过敏", "meeting notes", "guitar"]
-WORDS = [
-    "coffee",
-    "tea",
-    "morning",
-    "trip",
-    "Lyon",
-    "Paris",
-    "meeting",
-    "notes",
-    "guitar",
-    "piano",
-    "dog",
-    "cat",
-    "花生",
-    "过敏",
-    "蛋糕",
-]
 Hits = list[list[tuple[str, float]]]
 
 
@@ -55,7 +40,7 @@ def _records(n: int, seed: int = 0) -> list[dict[str, object]]:
     rng = random.Random(seed)
     out: list[dict[str, object]] = []
     for i in range(n):
-        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8)))
+        words = phrase(rng, 3, 8)
         out.append(
             {
                 "id": f"m{i}",
@@ -306,7 +291,7 @@ def test_keyword_state_round_trip_after_random_edits() -> None:
             for d in gone:
                 docs.pop(d)
             continue
-        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))
+        text = phrase(rng, 1, 6)
         docs[doc_id] = text
         if step % 3:
             index.add(doc_id, tokenizer.document_tokens(text), doc_id)
