@@ -44,7 +44,10 @@ benchmark: $(TSTAMP)
 	$(BIN)/python -m pip install --quiet -e . --group bench
 	$(BIN)/python benchmarks/quality/locomo.py
 	$(BIN)/python benchmarks/quality/zh_eval.py
+	$(BIN)/python benchmarks/quality/critical.py
 	$(BIN)/python benchmarks/perf/latency.py
+	$(BIN)/python benchmarks/perf/scale.py
+	$(BIN)/python benchmarks/perf/postgres.py
 	$(BIN)/python benchmarks/formation/locomo_oracle.py
 	$(BIN)/python benchmarks/formation/candidate_floor.py
 
