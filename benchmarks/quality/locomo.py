@@ -69,6 +69,8 @@ K = 10
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "quality_locomo.json"
 
 Coverage = dict[str, tuple[str, ...]]
+_DIALOGUE_EPOCH_MS = 1_577_836_800_000
+"""2020-01-01T00:00:00Z: the recording time of a dialogue's first turn (one second per turn)."""
 
 
 def build_records(conv: Conversation, variant: str) -> tuple[list[dict[str, Any]], Coverage]:
@@ -242,8 +244,11 @@ def evaluate_messages(
                     "role": "user" if turn.speaker == first else "assistant",
                     "content": turn_content(turn),
                     "session_key": f"session-{turn.session}",
+                    # Dialogue order, not the wall clock: ties in relevance are broken by recency,
+                    # so recording times taken from the clock made runs differ.
+                    "recorded_at": _DIALOGUE_EPOCH_MS + 1000 * position,
                 }
-                for turn in conv.turns
+                for position, turn in enumerate(conv.turns)
             ]
             for session in sorted({m["session_key"] for m in messages}):
                 memory.record_messages(
