@@ -566,11 +566,16 @@ class TdaiMemory:
         Indexes are built from SQLite the first time a scope is searched, which takes about a
         second per 10k memories; a recall that meets a long build returns `None` (timeout) while
         the build finishes in the background. Servers holding large scopes can call this at
-        start-up.
+        start-up. A large index that had no current snapshot gets one written here (not only at
+        `close()`), so the next start is fast even if this process is killed.
         """
         scope = self.scope(user_id, agent_id)
         self._store.index(scope, "l1")
         self._store.index(scope, "l0")
+        try:
+            self._store.save_index_snapshots()
+        except Exception:  # a cache must never make preloading fail
+            logger.warning("cannot save the index snapshots after preload", exc_info=True)
 
     # -- embedding upkeep ---------------------------------------------------------------------
 

@@ -325,6 +325,24 @@ def test_snapshots_can_be_saved_without_closing(tmp_path: Path) -> None:
         assert memory._store.save_index_snapshots() == 1
 
 
+def test_preload_writes_the_snapshot_so_a_killed_process_still_leaves_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "store"
+    with _open(path, index_cache=None) as memory:  # rows only, no snapshot
+        _fill(memory, 200)
+    assert _snapshots(path) == []
+    memory = _open(path)
+    memory.preload(user_id=USER)
+    assert len(_snapshots(path)) == 1  # written by preload, before any close()
+    expected = _hits(memory)
+    # the process "dies": no close(), so nothing more is written; the next one restores
+    with caplog.at_level(logging.INFO, "langchain_tdai_recall"), _open(path) as again:
+        assert _hits(again) == expected
+    assert "restored" in caplog.text
+    memory.close()
+
+
 def test_a_slow_restore_does_not_hold_up_other_scopes(
     store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
