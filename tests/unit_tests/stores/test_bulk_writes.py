@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -55,9 +56,15 @@ class _Counting(HashEmbeddings):
     def __init__(self) -> None:
         super().__init__(dims=32)
         self.texts: list[str] = []
+        self.started = threading.Event()
+        """Set by the test once it has read the backlog: the background upkeep starts at open and
+        would otherwise shrink it before the test looks."""
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.texts += [t for t in texts if t.startswith("bulk record")]  # not the probe
+        bulk = [t for t in texts if t.startswith("bulk record")]  # not the dimension probe
+        if bulk:
+            assert self.started.wait(30)
+        self.texts += bulk
         return super().embed_documents(texts)
 
 
@@ -100,6 +107,7 @@ def test_a_killed_bulk_import_keeps_its_rows_and_the_next_process_embeds_only_th
         assert memory.stats().memories == N
         # the vectors stored before the kill are kept (at most the batch in flight is lost)
         assert N - len(embedded_before) <= pending <= N - len(embedded_before) + 50
+        counting.started.set()
         assert memory.flush(timeout=60)
         assert memory.stats().pending_vectors == 0
         # no duplicate work: each missing row embedded once, none of the stored ones again
