@@ -892,6 +892,13 @@ class TurnEvent(TypedDict):
     """Whether a persona was part of the injected system context."""
     strategy: str
     """Strategy recall actually used; `none` when recall was off or failed."""
+    pending_vectors: int
+    """Memories of the scope whose vectors were not computed yet at recall time (the vector leg
+    could not see them; with none computed at all, `strategy` is `keyword`)."""
+    pinned: int
+    """Memories pinned by priority into the system context this turn."""
+    profile: int
+    """Memories in the user profile of the system context this turn."""
     recall_ms: float
     """Recall duration."""
     injected_chars: int
@@ -926,6 +933,9 @@ def turn_event(
         ],
         persona_injected=bool(result is not None and result.persona),
         strategy=result.strategy if result is not None else "none",
+        pending_vectors=result.pending_vectors if result is not None else 0,
+        pinned=len(result.pinned) if result is not None else 0,
+        profile=len(result.profile) if result is not None else 0,
         recall_ms=round(recall.elapsed_ms, 3) if recall is not None else 0.0,
         injected_chars=result.injected_chars if result is not None else 0,
         tool_calls_used=used,

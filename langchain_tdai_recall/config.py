@@ -199,6 +199,11 @@ class _ConfigModel(BaseModel):
         return self.model_dump(mode="json", by_alias=by_alias)
 
 
+DEFAULT_PROFILE_MAX_CHARS: Final = 1500
+"""Default `recall.profile_max_chars`: about 400 tokens of English, cached with the system
+message."""
+
+
 class RecallConfig(_ConfigModel):
     """Automatic recall before each model call (SPEC §2)."""
 
@@ -228,7 +233,14 @@ class RecallConfig(_ConfigModel):
     `None` pins instructions only by `pin_priority`."""
     max_pinned: int = Field(default=10, ge=0, le=100)
     """Most memories pinned by priority (highest priority, then oldest, first); the rest are left
-    to search."""
+    to the profile and to search."""
+    profile_max_chars: int | None = Field(default=DEFAULT_PROFILE_MAX_CHARS, ge=100, le=100_000)
+    """Budget, in code points of memory lines, of the user's profile in the system context: after
+    the pinned memories, the scope's other memories in profile order (priority, then `persona`
+    before `instruction` before `episodic`, then oldest, then id) go into the key memories as long
+    as their lines fit. A user with a handful of memories is thus shown all of them on every turn
+    (a stable, cache-friendly cost), however a request is worded; a large scope shows its most
+    important stable facts and leaves the rest to search. `None` turns the profile off."""
     strategy: Strategy = "hybrid"
     """`hybrid`, `embedding` or `keyword`."""
     timeout_ms: int = Field(default=DEFAULT_RECALL_TIMEOUT_MS, ge=0, le=600_000)

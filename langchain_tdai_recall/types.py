@@ -279,8 +279,18 @@ class RecallResult:
     """Instructions with priority -1 (absolute standing rules), injected in the system context every
     turn instead of being left to search; oldest first."""
     pinned: tuple[MemoryRecord, ...] = ()
-    """Memories of priority >= `recall.pin_priority` (safety facts, medication, hard
-    constraints), injected in the system context every turn; highest priority first."""
+    """Memories of priority >= `recall.pin_priority` (and instructions >=
+    `recall.pin_instruction_priority`), injected in the system context every turn; highest
+    priority first. They are left out of the memory block."""
+    profile: tuple[MemoryRecord, ...] = ()
+    """The user's profile in the system context (`<user-profile>`): the scope's other memories
+    in profile order (priority, then persona, instruction, episodic, then oldest) whose lines fit
+    `recall.profile_max_chars`. Stable across turns until those memories change; a profile
+    memory the request is about may also appear in the memory block."""
+    pending_vectors: int = 0
+    """Memories of the scope without a vector at recall time (computed in the background after a
+    write, or being re-embedded): the vector leg could not see them. With none computed at all
+    the search ran on keywords and `strategy` says `keyword`."""
     reranked: bool = False
     """Whether a reranker chose `memories` (otherwise the relevance threshold did)."""
     language: Language = "en"
@@ -309,7 +319,9 @@ class RecallResult:
             "<div class='tdai-recall-result'>",
             f"<p><b>RecallResult</b> strategy=<code>{esc(self.strategy)}</code>, "
             f"memories={len(self.memories)}, truncated={self.truncated}, "
-            f"dropped={self.dropped}, injected={self.injected_chars} chars"
+            f"dropped={self.dropped}, injected={self.injected_chars} chars, "
+            f"pinned={len(self.pinned)}, profile={len(self.profile)}"
+            f"{f', pending vectors={self.pending_vectors}' if self.pending_vectors else ''}"
             f"{', error=' + esc(self.error) if self.error else ''}<br/>"
             f"<small>{esc(timings)}</small></p>",
         ]

@@ -17,9 +17,11 @@ Each question of categories 1-4 is a query; its cleaned evidence turn ids are th
 - `ranking`: `search_memories` with every threshold at 0 - pure ranking quality: R@5 and
   Hit@5 from `limit=5` (what recall with `max_results=5` ranks), R@10, MRR and nDCG@10 (binary
   gains) from `limit=10`.
-- `default`: `recall()` with the default thresholds and `max_results=5`: R@5 of what is
-  actually injected, mean injected memories per query, and the false-injection rate - the same
-  question recalled against the next conversation's scope, where the answer is absent.
+- `default`: `recall()` with the default settings: the share of the evidence that reaches the
+  model (in the memory block or the system context: standing rules, pinned memories, the
+  profile), the share in the memory block alone, mean memories in the block and in the system
+  context per query, and the false-injection rate - the same question recalled against the next
+  conversation's scope, where the answer is absent: memories put in that scope's block.
 
 Usage::
 
@@ -188,14 +190,24 @@ def evaluate(
                         continue
                     result = memory.recall(question.question, user_id=conv.sample_id)
                     ids = [m.id for m in result.memories] if result is not None else []
+                    # the system context (standing rules, pinned memories and the profile) is
+                    # in front of the model on every turn too
+                    system = (
+                        [m.id for m in (*result.standing_rules, *result.pinned, *result.profile)]
+                        if result is not None
+                        else []
+                    )
                     if result is not None:
                         strategies[result.strategy] = strategies.get(result.strategy, 0) + 1
                     covered = [coverage.get(i, ()) for i in ids]
+                    shown = [coverage.get(i, ()) for i in (*ids, *system)]
                     rows.append(
                         {
                             "category": question.category,
-                            "recall@5": 100 * recall_at_k(covered, question.evidence, 5),
+                            "recall@5": 100 * recall_at_k(shown, question.evidence, len(shown)),
+                            "recall@5_block": 100 * recall_at_k(covered, question.evidence, 5),
                             "injected": float(len(ids)),
+                            "system_context": float(len(system)),
                         }
                     )
                     if other is not None and question.category in HEADLINE_CATEGORIES:
@@ -206,7 +218,9 @@ def evaluate(
                 rows, ("recall@5", "recall@10", "hit@5", "mrr", "ndcg@10")
             )
         else:
-            out["default"] = _by_category(rows, ("recall@5", "injected"))
+            out["default"] = _by_category(
+                rows, ("recall@5", "recall@5_block", "injected", "system_context")
+            )
             out["default"]["strategies_used"] = strategies
             out["default"]["false_injection"] = (
                 {
@@ -306,7 +320,9 @@ def _print_report(payload: dict[str, Any]) -> None:
                     f"{rk['mrr']:.3f}",
                     f"{rk['ndcg@10']:.3f}",
                     f"{df['recall@5']:.1f}",
+                    f"{df['recall@5_block']:.1f}",
                     f"{df['injected']:.2f}",
+                    f"{df['system_context']:.1f}",
                     f"{fi['mean_injected']:.2f}" if fi else "n/a",
                 ]
             )
@@ -318,8 +334,10 @@ def _print_report(payload: dict[str, Any]) -> None:
                     "R@10",
                     "MRR",
                     "nDCG@10",
-                    "R@5 (default)",
-                    "injected/q",
+                    "reaches model",
+                    "in block",
+                    "block/q",
+                    "system ctx/q",
                     "false inj./q",
                 ],
                 rows,

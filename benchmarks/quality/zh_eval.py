@@ -145,8 +145,13 @@ def evaluate(
                     continue
                 result = memory.recall(query.query, user_id=query.user_id)
                 ids = [m.id for m in result.memories] if result is not None else []
-                # memories pinned into the system context by priority are injected every turn
-                pinned = [m.id for m in result.pinned] if result is not None else []
+                # the system context (standing rules, pinned memories, the user profile) is in
+                # front of the model on every turn
+                pinned = (
+                    [m.id for m in (*result.standing_rules, *result.pinned, *result.profile)]
+                    if result is not None
+                    else []
+                )
                 if query.kind == "absent":
                     absent_injected.append(len(ids))
                     continue

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import heapq
 import logging
 import time
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -44,6 +46,7 @@ from langchain_tdai_recall.types import (
     RecalledMemory,
     RecallResult,
     RecallStrategy,
+    SceneInfo,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +62,21 @@ MIN_QUERY_CHARS = 2
 MAX_STANDING_RULES = 50
 """At most this many standing rules (oldest first) go into the system context; the rest are
 left to search (with a warning)."""
+
+PROFILE_SCAN = 256
+"""Most profile candidates (in profile order) whose lines are measured against the budget."""
+
+PROFILE_BATCH = 32
+"""Profile candidates read from the store at a time."""
+
+PROFILE_MISSES = 8
+"""After this many candidates in a row that do not fit, the profile is full: stop reading."""
+
+MIN_PROFILE_LINE = 16
+"""Below this many code points of budget left, no further line can fit: stop reading."""
+
+_TYPE_RANK: dict[str, int] = {"persona": 0, "instruction": 1, "episodic": 2}
+"""Profile order among memories of equal priority: stable facts first, then rules, then events."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,15 +183,18 @@ class RecallEngine:
         system: Language = detect_language(request.system_prompt) or "en"
         return detect_language(query) or system, system
 
-    def _pinned(self, scope: Scope) -> tuple[list[MemoryRecord], list[MemoryRecord], set[int]]:
-        """Standing rules (oldest first) and pinned memories (highest priority, then oldest).
+    def _pinned(
+        self, scope: Scope, language: Language
+    ) -> tuple[list[MemoryRecord], list[MemoryRecord], list[MemoryRecord], set[int]]:
+        """Standing rules (oldest first), memories pinned by priority, and the profile.
 
-        Returns the two lists and the row references of both, which the search then skips.
+        Returns the three lists and the row references of the first two, which the memory block
+        then skips (profile memories may still be shown there when the request is about them).
         """
         cfg = self.config.recall
         index = self.store.index(scope, "l1")
         if index is None:
-            return [], [], set()
+            return [], [], [], set()
         threshold = cfg.pin_priority if cfg.pin_priority is not None else 101
         rule_threshold = min(
             threshold,
@@ -181,7 +202,7 @@ class RecallEngine:
         )
         eligible = {"rules": 0, "pinned": 0}
 
-        def choose() -> tuple[list[int], dict[str, int]]:
+        def choose() -> tuple[list[int], list[int], dict[str, int]]:
             wanted = _pinned_candidates(
                 index,
                 index.pinned_rows(rule_threshold),
@@ -190,13 +211,31 @@ class RecallEngine:
                 max_pinned=cfg.max_pinned,
                 eligible=eligible,
             )
-            return wanted, dict(eligible)
+            profile = (
+                self._profile(scope, index, set(wanted), cfg.profile_max_chars, language)
+                if cfg.profile_max_chars is not None
+                else []
+            )
+            return wanted, profile, dict(eligible)
 
-        wanted, eligible = index.memo(("pinned", threshold, rule_threshold, cfg.max_pinned), choose)
-        records = self.store.memories_by_ref(scope, wanted) if wanted else {}
+        wanted, profile, eligible = index.memo(
+            (
+                "pinned",
+                threshold,
+                rule_threshold,
+                cfg.max_pinned,
+                cfg.profile_max_chars,
+                language,
+            ),
+            choose,
+        )
+        records = self.store.memories_by_ref(scope, [*wanted, *profile])
         rules: list[tuple[int, MemoryRecord]] = []
         pinned: list[tuple[int, MemoryRecord]] = []
+        wanted_set = set(wanted)
         for rowid, rec in records.items():
+            if rowid not in wanted_set:
+                continue
             if rec.priority == -1 and rec.type == "instruction":
                 rules.append((rowid, rec))
             elif rec.priority >= (rule_threshold if rec.type == "instruction" else threshold):
@@ -209,14 +248,52 @@ class RecallEngine:
         ):
             if max(len(kept), count) > limit:
                 logger.warning(
-                    "scope has %d %s; the first %d are pinned, the rest are left to search",
+                    "scope has %d %s; the first %d are pinned, the rest are left to the "
+                    "profile and to search",
                     max(len(kept), count),
                     what,
                     limit,
                 )
                 del kept[limit:]
         refs = {rowid for rowid, _ in rules} | {rowid for rowid, _ in pinned}
-        return [r for _, r in rules], [r for _, r in pinned], refs
+        chosen = [records[rowid] for rowid in profile if rowid in records and rowid not in refs]
+        return [r for _, r in rules], [r for _, r in pinned], chosen, refs
+
+    def _profile(
+        self,
+        scope: Scope,
+        index: LayerIndex,
+        taken: set[int],
+        budget: int,
+        language: Language,
+    ) -> list[int]:
+        """Row references of the profile: memories in profile order whose lines fit `budget`.
+
+        Profile order: priority (highest first), then `persona` before `instruction` before
+        `episodic`, then oldest, then id. A line that does not fit is skipped and later, shorter
+        ones may still fit; reading stops after `PROFILE_MISSES` misses in a row, and at most
+        `PROFILE_SCAN` candidates are read.
+        """
+        order = _profile_order(index, taken)
+        chosen: list[int] = []
+        used = misses = 0
+        for start in range(0, len(order), PROFILE_BATCH):
+            batch = order[start : start + PROFILE_BATCH]
+            records = self.store.memories_by_ref(scope, batch)
+            for rowid in batch:
+                rec = records.get(rowid)
+                if rec is None:
+                    continue
+                cost = len(format_memory_line(rec, tz=self._tz, language=language)) + 1
+                if used + cost <= budget:
+                    chosen.append(rowid)
+                    used += cost
+                    misses = 0
+                else:
+                    misses += 1
+            if budget - used < MIN_PROFILE_LINE or misses >= PROFILE_MISSES:
+                break
+        return chosen
 
     def _rerank(
         self,
@@ -253,6 +330,71 @@ class RecallEngine:
             )
             return None, f"reranker failed: {type(exc).__name__}: {exc}"
 
+    def _block(
+        self,
+        scope: Scope,
+        chosen: list[RankedHit],
+        *,
+        language: Language,
+        rerank_scores: dict[int, float],
+    ) -> tuple[list[RecalledMemory], list[str], int, int]:
+        """The memory block's memories and lines (budgets applied), lines cut, lines dropped."""
+        cfg = self.config.recall
+        records = self.store.memories_by_ref(scope, [h.rowid for h in chosen])
+        hits = [h for h in chosen if h.rowid in records]
+        budget = apply_budget(
+            [format_memory_line(records[h.rowid], tz=self._tz, language=language) for h in hits],
+            per_line=cfg.max_chars_per_memory,
+            total=cfg.max_total_recall_chars,
+            suffix=truncation_suffix(language),
+        )
+        memories = []
+        for hit, was_cut in zip(hits, budget.truncated, strict=False):
+            rec = records[hit.rowid]
+            memories.append(
+                RecalledMemory(
+                    id=rec.id,
+                    content=rec.content,
+                    score=hit.score,
+                    type=rec.type,
+                    scene_name=rec.scene_name,
+                    keyword_score=hit.keyword_score,
+                    embedding_score=hit.embedding_score,
+                    rerank_score=rerank_scores.get(hit.rowid),
+                    truncated=was_cut,
+                )
+            )
+        return memories, budget.lines, sum(budget.truncated), budget.dropped
+
+    def _system_context(
+        self,
+        *,
+        persona: str | None,
+        rules: list[MemoryRecord],
+        pinned: list[MemoryRecord],
+        profile: list[MemoryRecord],
+        scenes: Sequence[SceneInfo],
+        language: Language,
+        request: RecallRequest,
+    ) -> str | None:
+        """The stable blocks of the system context, written in `language`."""
+        tools = self.config.tools
+
+        def lines(records: list[MemoryRecord]) -> list[str]:
+            return [format_memory_line(r, tz=self._tz, language=language) for r in records]
+
+        return render_system_context(
+            persona=persona,
+            rules=[r.content for r in rules],
+            pinned=lines(pinned),
+            profile=lines(profile),
+            navigation=render_scene_navigation(scenes, language),
+            language=language,
+            tools_max_calls=(
+                tools.max_calls_per_turn if tools.enabled and request.tools_guide else None
+            ),
+        )
+
     def _recall(
         self, user_text: object, scope: Scope, request: RecallRequest, deadline: float
     ) -> RecallResult:
@@ -267,9 +409,10 @@ class RecallEngine:
         lines: list[str] = []
         truncated = dropped = 0
         reranked = False
+        pending = 0
         rerank_scores: dict[int, float] = {}
         t_pinned = time.perf_counter()
-        rules, pinned, pinned_refs = self._pinned(scope)
+        rules, pinned, profile, pinned_refs = self._pinned(scope, system_language)
         timings["pinned"] = (time.perf_counter() - t_pinned) * 1000
         if len(query) >= MIN_QUERY_CHARS and cfg.max_results > 0:
             outcome = self.searcher.search(
@@ -281,6 +424,7 @@ class RecallEngine:
                 deadline=deadline,
             )
             strategy, error = outcome.strategy, outcome.error
+            pending = outcome.pending_vectors
             timings.update(outcome.timings_ms)
             chosen: list[RankedHit] | None = None
             if self.reranker is not None:
@@ -297,49 +441,22 @@ class RecallEngine:
                 chosen = injected(
                     outcome, threshold=threshold, limit=cfg.max_results, exclude=pinned_refs
                 )
-            records = self.store.memories_by_ref(scope, [h.rowid for h in chosen])
-            hits = [h for h in chosen if h.rowid in records]
-            raw_lines = [
-                format_memory_line(records[h.rowid], tz=self._tz, language=language) for h in hits
-            ]
-            budget = apply_budget(
-                raw_lines,
-                per_line=cfg.max_chars_per_memory,
-                total=cfg.max_total_recall_chars,
-                suffix=truncation_suffix(language),
+            memories, lines, truncated, dropped = self._block(
+                scope, chosen, language=language, rerank_scores=rerank_scores
             )
-            lines = budget.lines
-            truncated, dropped = sum(budget.truncated), budget.dropped
-            for hit, was_cut in zip(hits, budget.truncated, strict=False):
-                rec = records[hit.rowid]
-                memories.append(
-                    RecalledMemory(
-                        id=rec.id,
-                        content=rec.content,
-                        score=hit.score,
-                        type=rec.type,
-                        scene_name=rec.scene_name,
-                        keyword_score=hit.keyword_score,
-                        embedding_score=hit.embedding_score,
-                        rerank_score=rerank_scores.get(hit.rowid),
-                        truncated=was_cut,
-                    )
-                )
         t_docs = time.perf_counter()
         persona, all_scenes = self.store.documents.stable_context(scope)
         scenes = all_scenes[: cfg.max_scenes]
         timings["documents"] = (time.perf_counter() - t_docs) * 1000
         persona_text = persona.strip() if persona else None
-        tools = self.config.tools
-        system = render_system_context(
+        system = self._system_context(
             persona=persona_text,
-            rules=[r.content for r in rules],
-            pinned=[format_memory_line(r, tz=self._tz, language=system_language) for r in pinned],
-            navigation=render_scene_navigation(scenes, system_language),
+            rules=rules,
+            pinned=pinned,
+            profile=profile,
+            scenes=scenes,
             language=system_language,
-            tools_max_calls=(
-                tools.max_calls_per_turn if tools.enabled and request.tools_guide else None
-            ),
+            request=request,
         )
         timings["total"] = (time.perf_counter() - started) * 1000
         result = RecallResult(
@@ -355,8 +472,10 @@ class RecallEngine:
             error=error,
             standing_rules=tuple(rules),
             pinned=tuple(pinned),
+            profile=tuple(profile),
             reranked=reranked,
             language=language,
+            pending_vectors=pending,
         )
         logger.debug(
             "recall strategy=%s memories=%d rules=%d pinned=%d total=%.1f ms timings=%s",
@@ -403,3 +522,16 @@ def _pinned_candidates(
     return [r[-1] for r in rules[:MAX_STANDING_RULES]] + [
         c[-1] for c in candidates[: max(max_pinned, 0)]
     ]
+
+
+def _profile_order(index: LayerIndex, taken: set[int]) -> list[int]:
+    """The first `PROFILE_SCAN` row references of the scope in profile order, minus `taken`.
+
+    Standing rules (priority -1) are never profile candidates: they have their own block.
+    """
+    candidates = (
+        (-meta.priority, _TYPE_RANK.get(meta.kind, 3), meta.created, meta.id, rowid)
+        for rowid, meta in list(index.meta.items())
+        if rowid not in taken and meta.priority >= 0
+    )
+    return [c[-1] for c in heapq.nsmallest(PROFILE_SCAN, candidates)]

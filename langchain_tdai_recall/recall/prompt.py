@@ -22,6 +22,7 @@ from langchain_tdai_recall.text.tags import (
     SCENE_NAVIGATION_TAG,
     STANDING_RULES_TAG,
     USER_PERSONA_TAG,
+    USER_PROFILE_TAG,
 )
 from langchain_tdai_recall.types import Language, MemoryRecord, SceneInfo
 
@@ -102,6 +103,12 @@ _KEY_MEMORIES_HEADER: Final[dict[Language, str]] = {
     "zh": "关于用户的关键信息（健康、安全、硬性约束等），每一次回答都要考虑到：",
     "en": "Key facts about the user (health, safety, hard constraints). Keep them in mind in "
     "every reply:",
+}
+
+_PROFILE_HEADER: Final[dict[Language, str]] = {
+    "zh": "用户告诉过你的其他个人信息。与当前请求有关时要考虑到，无关时不必提起：",
+    "en": "What else the user has told you about themselves. Take it into account where it "
+    "bears on the request; do not bring it up otherwise:",
 }
 
 _NAV_HEADER: Final[dict[Language, str]] = {
@@ -348,11 +355,12 @@ def render_system_context(
     tools_max_calls: int | None,
     rules: Sequence[str] = (),
     pinned: Sequence[str] = (),
+    profile: Sequence[str] = (),
 ) -> str | None:
     """Persona, standing rules, key memories, scene navigation and tools guide, blank-line joined.
 
-    `rules` are the texts of the standing rules; `pinned` are memory lines (see
-    `format_memory_line`) of the memories pinned by priority.
+    `rules` are the texts of the standing rules; `pinned` and `profile` are memory lines (see
+    `format_memory_line`) of the memories pinned by priority and of the user's profile.
 
     The tools guide is included whenever the caller has the tools (`tools_max_calls` is not
     `None`), independent of whether this turn recalled anything, so the system message does not
@@ -367,6 +375,9 @@ def render_system_context(
     if pinned:
         body = "\n".join([_KEY_MEMORIES_HEADER[language], *pinned])
         parts.append(f"<{KEY_MEMORIES_TAG}>\n{body}\n</{KEY_MEMORIES_TAG}>")
+    if profile:
+        body = "\n".join([_PROFILE_HEADER[language], *profile])
+        parts.append(f"<{USER_PROFILE_TAG}>\n{body}\n</{USER_PROFILE_TAG}>")
     if navigation:
         parts.append(f"<{SCENE_NAVIGATION_TAG}>\n{navigation}\n</{SCENE_NAVIGATION_TAG}>")
     if tools_max_calls is not None:

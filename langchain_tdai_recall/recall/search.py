@@ -110,6 +110,9 @@ class SearchOutcome:
     """Per-step durations."""
     scope_coverage: float = 0.0
     """Weighted share of the query's words that occur anywhere in the scope's layer."""
+    pending_vectors: int = 0
+    """Rows of the scope's layer without a vector yet (computed in the background after a
+    write, or being re-embedded after an embedder change): the vector leg could not see them."""
 
     def top(self, limit: int, min_score: float) -> list[RankedHit]:
         """The best `limit` hits whose score reaches `min_score`."""
@@ -223,6 +226,23 @@ class Searcher:
 
     # -- one search ---------------------------------------------------------------------------
 
+    def _plan(
+        self,
+        strategy: Strategy,
+        index: LayerIndex | None,
+        query_vector: npt.NDArray[np.float32] | None,
+    ) -> tuple[RecallStrategy, int, str | None]:
+        """The strategy that can run, the rows the vector leg cannot see, and why it fell back."""
+        if strategy == "keyword":
+            return "keyword", 0, None
+        if self.embeddings is None:
+            self._warn_keyword_only()
+            return "keyword", 0, None
+        if index is None or not index.meta or query_vector is not None:
+            return strategy, 0, None
+        pending, error = _vector_backlog(index)
+        return ("keyword" if error is not None else strategy), pending, error
+
     def search(
         self,
         scope: Scope,
@@ -250,15 +270,11 @@ class Searcher:
         t0 = time.perf_counter()
         index = self.store.index(scope, layer)
         timings["index"] = (time.perf_counter() - t0) * 1000
-        effective: RecallStrategy = strategy
-        if strategy != "keyword" and self.embeddings is None:
-            self._warn_keyword_only()
-            effective = "keyword"
+        effective, pending, error = self._plan(strategy, index, query_vector)
         if index is None or not index.meta:
             return SearchOutcome([], effective, None, timings)
         allowed = index.allowed(kind=kind, group=group, exact_group=exact_group)
         depth = max(limit, 1) * CANDIDATES_PER_RESULT
-        error: str | None = None
 
         vector: npt.NDArray[np.float32] | None = None
         cosines: dict[int, float] = {}
@@ -303,7 +319,21 @@ class Searcher:
         t4 = time.perf_counter()
         hits = _fuse(effective, cosines, coverage, ranked, index)
         timings["fuse"] = (time.perf_counter() - t4) * 1000
-        return SearchOutcome(hits, effective, error, timings, scope_coverage)
+        return SearchOutcome(hits, effective, error, timings, scope_coverage, pending)
+
+
+def _vector_backlog(index: LayerIndex) -> tuple[int, str | None]:
+    """Rows of the layer without a vector, and why the vector leg cannot run when none has one.
+
+    Vectors are computed in the background after a write and while a store re-embeds; a search
+    over a layer with no vector at all runs on keywords and must not be reported as hybrid.
+    """
+    with_vectors = index.vector_count()
+    pending = max(len(index.meta) - with_vectors, 0)
+    if with_vectors:
+        return pending, None
+    logger.debug("no vectors yet in this scope (%d pending); keyword search", pending)
+    return pending, f"vectors of {pending} memories are still being computed; keyword search only"
 
 
 def _both_legs(

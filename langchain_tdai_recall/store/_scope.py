@@ -398,6 +398,11 @@ class LayerIndex:
         with self._klock:
             return self.keyword.score(query, rowids)
 
+    def vector_count(self) -> int:
+        """Rows that have a vector in the index (the others are pending or being re-embedded)."""
+        with self._vlock:
+            return len(self.vectors) if self.vectors is not None else 0
+
     def vector_dim(self) -> int | None:
         """Dimension of the indexed vectors, or `None` before the first vector."""
         with self._vlock:

@@ -18,6 +18,7 @@ __all__ = [
     "STANDING_RULES_TAG",
     "UPSTREAM_SCENES_TAG",
     "USER_PERSONA_TAG",
+    "USER_PROFILE_TAG",
 ]
 
 RELEVANT_MEMORIES_TAG: Final = "relevant-memories"
@@ -28,6 +29,8 @@ STANDING_RULES_TAG: Final = "standing-instructions"
 """Instructions with priority -1 in the system context."""
 KEY_MEMORIES_TAG: Final = "key-memories"
 """Memories pinned by priority in the system context."""
+USER_PROFILE_TAG: Final = "user-profile"
+"""The user's profile (their other memories within a budget) in the system context."""
 SCENE_NAVIGATION_TAG: Final = "scene-navigation"
 """The L2 scene index in the system context."""
 MEMORY_TOOLS_GUIDE_TAG: Final = "memory-tools-guide"
@@ -40,6 +43,7 @@ INJECTED_TAGS: Final = (
     USER_PERSONA_TAG,
     STANDING_RULES_TAG,
     KEY_MEMORIES_TAG,
+    USER_PROFILE_TAG,
     SCENE_NAVIGATION_TAG,
     MEMORY_TOOLS_GUIDE_TAG,
     UPSTREAM_SCENES_TAG,

@@ -165,7 +165,7 @@ def test_plain_chain_gets_no_tools_guide_and_no_system_message_just_for_it(
 ) -> None:
     empty_mem.add_memory("Prefers aisle seats", user_id="carol")
     out = empty_mem.as_runnable().invoke(
-        "Which seats do I prefer?", {"configurable": {"user_id": "carol"}}
+        "Which seats do you know about?", {"configurable": {"user_id": "dave"}}
     )
     assert not any(isinstance(m, SystemMessage) for m in out)  # nothing stable to add
     assert "memory-tools-guide" not in text_of(out[-1])

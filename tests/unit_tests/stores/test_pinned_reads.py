@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall.recall.engine import PROFILE_BATCH
 from langchain_tdai_recall.testing import HashEmbeddings
 
 
@@ -21,7 +22,7 @@ def test_recall_loads_only_the_pinned_records_it_injects(
         {"id": f"r{i}", "content": f"rule {i}", "type": "instruction", "priority": -1}
         for i in range(4)
     ]
-    config = {"recall": {"max_pinned": 5}}
+    config = {"recall": {"max_pinned": 5, "profile_max_chars": None}}
     with TdaiMemory.open(None, embeddings=HashEmbeddings(dims=16), config=config) as memory:
         memory.add_memories(records, user_id="u")
         memory.flush()
@@ -41,6 +42,35 @@ def test_recall_loads_only_the_pinned_records_it_injects(
     assert [m.id for m in result.pinned] == ["m002", "m005", "m008", "m011", "m014"]
     assert asked[0] == 4 + 5  # the rules and the five pinned memories, not all 300
     assert "scope has 300 memories pinned by priority; the first 5" in caplog.text
+
+
+def test_the_profile_reads_a_bounded_number_of_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The profile is chosen on the index's row fields; only its budget's worth is read."""
+    records = [{"id": f"m{i:04d}", "content": f"fact {i} about sailing"} for i in range(3000)]
+    config = {"recall": {"profile_max_chars": 300}}
+    with TdaiMemory.open(None, embeddings=HashEmbeddings(dims=16), config=config) as memory:
+        memory.add_memories(records, user_id="u")
+        memory.flush()
+        store = memory._store
+        asked: list[int] = []
+        original = store.memories_by_ref
+
+        def spy(scope: object, refs: list[int]) -> object:
+            asked.append(len(refs))
+            return original(scope, refs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(store, "memories_by_ref", spy)
+        first = memory.recall("hello there", user_id="u")
+        reads_first = sum(asked)
+        asked.clear()
+        second = memory.recall("hello again", user_id="u")
+    assert first is not None and second is not None
+    # all of equal priority and type, written in one call: oldest first, then id
+    assert [m.id for m in first.profile][:3] == ["m0000", "m0001", "m0002"]
+    assert sum(len(f"- [episodic] {m.content}") + 1 for m in first.profile) <= 300
+    assert first.append_system_context == second.append_system_context
+    assert reads_first <= PROFILE_BATCH + len(first.profile)  # one batch measured, not 3000
+    assert sum(asked) == len(second.profile)  # chosen once; later recalls read only the profile
 
 
 def test_the_pinned_choice_is_kept_until_the_memories_change(
