@@ -1,12 +1,29 @@
-"""Critical-memory recall: is the memory that must not be missed injected at default settings?
+"""Critical-memory recall: does the memory a request needs reach the model at default settings?
 
-Reads the team-written case set `tests/fixtures/critical/cases.json` (safety facts, medication,
-standing rules, multi-part, paraphrased and cross-language questions; each user has 6-8 ordinary
-memories around the critical ones). Every case is recalled once with the package defaults; a case
-passes when its critical memory is injected: in the memory block, among the pinned key memories
-or the standing rules of the system context. Also reports, for comparison, whether the memory
-ranks in the top 5 of a plain search (no threshold), and how many ordinary memories each case
-injects.
+Reads the team-written case sets in `tests/fixtures/critical/`:
+
+- `cases.json`: safety facts, medication, standing rules, multi-part, paraphrased and
+  cross-language questions; each user has 6-8 ordinary memories around critical ones that carry
+  the priorities memory formation gives them (most of them pinned by priority).
+- `first_person.json`: first-person requests whose need is implicit ("plan dinner for Friday" for
+  a vegetarian), to users with 5-12 memories of ordinary priority (40-80, or the `add_memory`
+  defaults), plus irrelevant requests to the same users ("what's the capital of France?").
+  Written before the injection decision was tuned.
+- `first_person_after.json`: more cases of the same kind, written after tuning (reported
+  separately: they are the closest thing to held-out data this repository has).
+
+Every case is recalled once; a case passes when its critical memory reaches the model: in the
+`<relevant-memories>` block or in the system context (standing rules, memories pinned by
+priority, the user profile). Reported beside it: where it went, whether it ranks in the top 5 of
+a plain search (no threshold), memories in the block per case, memories in the block per
+irrelevant request, and the characters of memory lines the system context carries per turn.
+
+Variants (one row each):
+- `default`: the package defaults.
+- `ordinary priorities`: `cases.json` with every priority replaced by an ordinary one (critical
+  memories 60-80, as a user might rate them; rules -1 kept): measures what reaches the model
+  without pinning.
+- `no profile`: `recall.profile_max_chars = None`: what relevance alone (the memory block) brings.
 
     .venv/bin/python benchmarks/quality/critical.py --cache-dir /tmp/tdai-emb-cache
 """
@@ -14,6 +31,7 @@ injects.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import sys
@@ -26,17 +44,64 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import EMBEDDER_CHOICES, REPO_ROOT, format_table, make_embeddings, write_json
 
-from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall import RecallResult, TdaiMemory
 
-CASES = REPO_ROOT / "tests" / "fixtures" / "critical" / "cases.json"
+CASES_DIR = REPO_ROOT / "tests" / "fixtures" / "critical"
+CASE_SETS = ("cases.json", "first_person.json", "first_person_after.json")
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "quality_critical.json"
+ORDINARY_PRIORITY = 70
+"""Priority given to critical memories in the `ordinary priorities` variant (below every pin)."""
 
 
-def run(cases_path: Path, embeddings: Any, config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Recall every case; returns per-case outcomes and totals."""
-    data = json.loads(cases_path.read_text(encoding="utf-8"))
+def _ordinary(data: dict[str, Any]) -> dict[str, Any]:
+    """The same cases with every priority ordinary: critical memories 60-80, others 50."""
+    out = copy.deepcopy(data)
+    critical = {c["critical"] for c in out["cases"]}
+    for user in out["users"]:
+        for i, m in enumerate(user["memories"]):
+            if m.get("priority") == -1:
+                continue
+            m["priority"] = 60 + 10 * (i % 3) if m["id"] in critical else 50
+    return out
+
+
+def _where(result: RecallResult | None, memory_id: str) -> str | None:
+    if result is None:
+        return None
+    for name, records in (
+        ("memory block", result.memories),
+        ("standing rules", result.standing_rules),
+        ("pinned", result.pinned),
+        ("profile", result.profile),
+    ):
+        if any(m.id == memory_id for m in records):
+            return name
+    return None
+
+
+MEMORY_BLOCKS = ("standing-instructions", "key-memories", "user-profile")
+"""System-context blocks made of memories (their cost per turn is what this reports)."""
+
+
+def _system_chars(result: RecallResult | None) -> int:
+    """Code points of the system context's memory blocks (rules, pinned, profile), tags included."""
+    text = (result.append_system_context or "") if result is not None else ""
+    total = 0
+    for tag in MEMORY_BLOCKS:
+        start, end = text.find(f"<{tag}>"), text.find(f"</{tag}>")
+        if start >= 0 and end > start:
+            total += end + len(tag) + 3 - start
+    return total
+
+
+def run(
+    data: dict[str, Any], embeddings: Any, config: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Recall every case and irrelevant request of one case set; per-case outcomes and totals."""
     users = {u["user_id"]: u for u in data["users"]}
     outcomes: list[dict[str, Any]] = []
+    irrelevant: list[int] = []
+    system_chars: list[int] = []
     with TdaiMemory.open(None, embeddings=embeddings, config=config) as memory:
         for user in users.values():
             memory.add_memories(
@@ -46,24 +111,13 @@ def run(cases_path: Path, embeddings: Any, config: dict[str, Any] | None = None)
             )
         memory.flush()
         for case in data["cases"]:
-            user = users[case["user_id"]]
-            critical = next(m for m in user["memories"] if m["id"] == case["critical"])
             result = memory.recall(case["query"], user_id=case["user_id"])
-            block = [m.id for m in result.memories] if result else []
-            pinned = [m.id for m in result.pinned] if result else []
-            rules = [m.id for m in result.standing_rules] if result else []
             ranked = memory.search_memories(
                 case["query"], limit=5, user_id=case["user_id"], min_score=0.0
             )
-            where = (
-                "memory block"
-                if critical["id"] in block
-                else "key memories"
-                if critical["id"] in pinned
-                else "standing rules"
-                if critical["id"] in rules
-                else None
-            )
+            where = _where(result, case["critical"])
+            block = [m.id for m in result.memories] if result else []
+            system_chars.append(_system_chars(result))
             outcomes.append(
                 {
                     "id": case["id"],
@@ -71,14 +125,19 @@ def run(cases_path: Path, embeddings: Any, config: dict[str, Any] | None = None)
                     "lang": case["lang"],
                     "injected": where is not None,
                     "where": where,
-                    "top5_by_search": critical["id"] in [h.id for h in ranked],
-                    "others_injected": len([i for i in block if i != critical["id"]]),
+                    "top5_by_search": case["critical"] in [h.id for h in ranked],
+                    "block": len(block),
+                    "others_in_block": len([i for i in block if i != case["critical"]]),
                 }
             )
+        for request in data.get("irrelevant", []):
+            result = memory.recall(request["query"], user_id=request["user_id"])
+            irrelevant.append(len(result.memories) if result else 0)
     by: dict[str, dict[str, list[bool]]] = {"kind": defaultdict(list), "lang": defaultdict(list)}
     for o in outcomes:
         by["kind"][o["kind"]].append(o["injected"])
         by["lang"][o["lang"]].append(o["injected"])
+    n = max(len(outcomes), 1)
     return {
         "cases": outcomes,
         "injected": sum(o["injected"] for o in outcomes),
@@ -88,18 +147,22 @@ def run(cases_path: Path, embeddings: Any, config: dict[str, Any] | None = None)
         "by_lang": {k: f"{sum(v)}/{len(v)}" for k, v in sorted(by["lang"].items())},
         "where": {
             w: sum(1 for o in outcomes if o["where"] == w)
-            for w in ("memory block", "key memories", "standing rules")
+            for w in ("memory block", "standing rules", "pinned", "profile")
         },
-        "mean_other_memories_injected": round(
-            sum(o["others_injected"] for o in outcomes) / max(len(outcomes), 1), 3
+        "mean_block_memories": round(sum(o["block"] for o in outcomes) / n, 3),
+        "irrelevant_requests": len(irrelevant),
+        "mean_block_memories_irrelevant": (
+            round(sum(irrelevant) / len(irrelevant), 3) if irrelevant else None
         ),
+        "mean_system_memory_chars": round(sum(system_chars) / max(len(system_chars), 1), 1),
+        "max_system_memory_chars": max(system_chars, default=0),
     }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; returns a process exit code."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--cases", type=Path, default=CASES)
+    parser.add_argument("--cases-dir", type=Path, default=CASES_DIR)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--embeddings", choices=EMBEDDER_CHOICES, default="default")
     parser.add_argument(
@@ -108,22 +171,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     embeddings = make_embeddings(args.embeddings, cache_dir=args.cache_dir)
-    report = run(args.cases, embeddings)
+    no_profile = {"recall": {"profile_max_chars": None}}
+    reports: dict[str, dict[str, Any]] = {}
+    for name in CASE_SETS:
+        path = args.cases_dir / name
+        if not path.exists():
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        stem = path.stem
+        reports[f"{stem} / default"] = run(data, embeddings)
+        if name == "cases.json":
+            reports[f"{stem} / ordinary priorities"] = run(_ordinary(data), embeddings)
+            reports[f"{stem} / ordinary priorities, no profile"] = run(
+                _ordinary(data), embeddings, no_profile
+            )
+        else:
+            reports[f"{stem} / no profile"] = run(data, embeddings, no_profile)
     save = getattr(embeddings, "save", None)
     if callable(save):
         save()
-    write_json(args.out, {"embeddings": args.embeddings, **report})
+    write_json(args.out, {"embeddings": args.embeddings, "runs": reports})
+    rows = [
+        [
+            name,
+            f"{r['injected']}/{r['total']}",
+            f"{r['top5_by_search']}/{r['total']}",
+            f"{r['mean_block_memories']:.2f}",
+            "n/a"
+            if r["mean_block_memories_irrelevant"] is None
+            else f"{r['mean_block_memories_irrelevant']:.2f}",
+            f"{r['mean_system_memory_chars']:.0f} / {r['max_system_memory_chars']}",
+            ", ".join(f"{k} {v}" for k, v in r["where"].items() if v),
+        ]
+        for name, r in reports.items()
+    ]
     print(
-        f"critical memories injected: {report['injected']}/{report['total']} "
-        f"(top 5 of a plain search: {report['top5_by_search']}/{report['total']}); "
-        f"other memories injected per case: {report['mean_other_memories_injected']}"
+        format_table(
+            [
+                "case set / variant",
+                "reaches model",
+                "top 5 of search",
+                "block/case",
+                "block/irrelevant",
+                "memory chars in system (mean / max)",
+                "where",
+            ],
+            rows,
+        )
     )
-    print(f"where: {report['where']}")
-    print(format_table(["kind", "injected"], list(report["by_kind"].items())))
-    print(format_table(["language of the question", "injected"], list(report["by_lang"].items())))
-    missed = [o for o in report["cases"] if not o["injected"]]
-    if missed:
-        print("missed: " + ", ".join(o["id"] for o in missed))
+    for name, r in reports.items():
+        missed = [o["id"] for o in r["cases"] if not o["injected"]]
+        if missed:
+            print(f"{name}: missed {', '.join(missed)}")
     print(f"\nwritten to {args.out}")
     return 0
 

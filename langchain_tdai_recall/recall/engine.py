@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import heapq
 import logging
 import time
 from collections.abc import Sequence
@@ -74,9 +73,6 @@ PROFILE_MISSES = 8
 
 MIN_PROFILE_LINE = 16
 """Below this many code points of budget left, no further line can fit: stop reading."""
-
-_TYPE_RANK: dict[str, int] = {"persona": 0, "instruction": 1, "episodic": 2}
-"""Profile order among memories of equal priority: stable facts first, then rules, then events."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +198,7 @@ class RecallEngine:
         )
         eligible = {"rules": 0, "pinned": 0}
 
-        def choose() -> tuple[list[int], list[int], dict[str, int]]:
+        def choose() -> tuple[list[int], list[int]]:
             wanted = _pinned_candidates(
                 index,
                 index.pinned_rows(rule_threshold),
@@ -211,14 +207,27 @@ class RecallEngine:
                 max_pinned=cfg.max_pinned,
                 eligible=eligible,
             )
+            # once per change of the scope's memories, not on every recall
+            for count, limit, what in (
+                (eligible["rules"], MAX_STANDING_RULES, "standing rules (priority -1)"),
+                (eligible["pinned"], cfg.max_pinned, "memories pinned by priority"),
+            ):
+                if count > limit:
+                    logger.warning(
+                        "scope has %d %s; the first %d are pinned, the rest are left to the "
+                        "profile and to search",
+                        count,
+                        what,
+                        limit,
+                    )
             profile = (
                 self._profile(scope, index, set(wanted), cfg.profile_max_chars, language)
                 if cfg.profile_max_chars is not None
                 else []
             )
-            return wanted, profile, dict(eligible)
+            return wanted, profile
 
-        wanted, profile, eligible = index.memo(
+        wanted, profile = index.memo(
             (
                 "pinned",
                 threshold,
@@ -242,19 +251,7 @@ class RecallEngine:
                 pinned.append((rowid, rec))
         rules.sort(key=lambda item: (item[1].created_at, item[1].id))
         pinned.sort(key=lambda item: (-item[1].priority, item[1].created_at, item[1].id))
-        for kept, limit, what, count in (
-            (rules, MAX_STANDING_RULES, "standing rules (priority -1)", eligible["rules"]),
-            (pinned, cfg.max_pinned, "memories pinned by priority", eligible["pinned"]),
-        ):
-            if max(len(kept), count) > limit:
-                logger.warning(
-                    "scope has %d %s; the first %d are pinned, the rest are left to the "
-                    "profile and to search",
-                    max(len(kept), count),
-                    what,
-                    limit,
-                )
-                del kept[limit:]
+        del rules[MAX_STANDING_RULES:], pinned[cfg.max_pinned :]
         refs = {rowid for rowid, _ in rules} | {rowid for rowid, _ in pinned}
         chosen = [records[rowid] for rowid in profile if rowid in records and rowid not in refs]
         return [r for _, r in rules], [r for _, r in pinned], chosen, refs
@@ -274,7 +271,7 @@ class RecallEngine:
         ones may still fit; reading stops after `PROFILE_MISSES` misses in a row, and at most
         `PROFILE_SCAN` candidates are read.
         """
-        order = _profile_order(index, taken)
+        order = index.profile_rows(PROFILE_SCAN, taken)
         chosen: list[int] = []
         used = misses = 0
         for start in range(0, len(order), PROFILE_BATCH):
@@ -522,16 +519,3 @@ def _pinned_candidates(
     return [r[-1] for r in rules[:MAX_STANDING_RULES]] + [
         c[-1] for c in candidates[: max(max_pinned, 0)]
     ]
-
-
-def _profile_order(index: LayerIndex, taken: set[int]) -> list[int]:
-    """The first `PROFILE_SCAN` row references of the scope in profile order, minus `taken`.
-
-    Standing rules (priority -1) are never profile candidates: they have their own block.
-    """
-    candidates = (
-        (-meta.priority, _TYPE_RANK.get(meta.kind, 3), meta.created, meta.id, rowid)
-        for rowid, meta in list(index.meta.items())
-        if rowid not in taken and meta.priority >= 0
-    )
-    return [c[-1] for c in heapq.nsmallest(PROFILE_SCAN, candidates)]

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from langchain_tdai_recall.store._keyword import KeywordHits, KeywordIndex, KeywordState
+from langchain_tdai_recall.store._profile import ProfileHead
 from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow
 from langchain_tdai_recall.text.tokenize import Query, Tokenizer
 from langchain_tdai_recall.types import Scope
@@ -39,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 _EMPTY_IDS: Final = np.empty(0, dtype=np.int64)
 _T = TypeVar("_T")
+
+PROFILE_HEAD: Final = 512
+"""Rows of an L1 index kept in profile order (recall reads at most a few hundred of them)."""
 
 TRACKED_PRIORITY: Final = 60
 """Memories at or above this priority are listed by `pinned_rows` (the lowest configurable
@@ -175,6 +179,8 @@ class LayerIndex:
         self.high_priority: dict[int, int] = {}
         """L1 rows pinned by priority: instructions with priority -1 (standing rules) and
         memories with priority >= `TRACKED_PRIORITY`, with their priority."""
+        self._profile = ProfileHead(PROFILE_HEAD)
+        """L1 rows in profile order (see `store._profile`)."""
 
     def refresh(self) -> None:
         """Apply every change written to this scope's layer since the last refresh."""
@@ -212,6 +218,8 @@ class LayerIndex:
         return self._generation
 
     def _track_priority(self, rowid: int, meta: RowMeta) -> None:
+        if self.layer == "l1":
+            self._profile.add(rowid, meta)
         if self.layer == "l1" and (
             meta.priority >= TRACKED_PRIORITY
             or (meta.priority == -1 and meta.kind == "instruction")
@@ -262,6 +270,7 @@ class LayerIndex:
             self._version += 1
             self.high_priority = {}
             if self.layer == "l1":
+                self._profile.reset(self.meta.items())
                 self.high_priority = {
                     rowid: meta.priority
                     for rowid, meta in self.meta.items()
@@ -294,6 +303,7 @@ class LayerIndex:
         for rowid in rowids:
             self.meta.pop(rowid, None)
             self.high_priority.pop(rowid, None)
+            self._profile.remove(rowid)
 
     def _apply(self, rows: list[MemoryRow] | list[MessageRow]) -> None:
         if rows:
@@ -433,6 +443,15 @@ class LayerIndex:
             if self.vectors is None or query.shape[0] != self.vectors.dim:
                 return {}
             return self.vectors.scores(query, np.asarray(rowids, dtype=np.int64))
+
+    def profile_rows(self, limit: int, skip: set[int]) -> list[int]:
+        """The first `limit` L1 row references in profile order, leaving out `skip`.
+
+        Profile order: priority (highest first), then `persona`, `instruction`, `episodic`,
+        then oldest, then id; standing rules (priority -1) are never listed.
+        """
+        with self._klock:
+            return self._profile.first(limit, skip)
 
     def pinned_rows(self, min_priority: int) -> list[tuple[int, int]]:
         """(row id, priority) of the rows pinned into the system context, by row id.

@@ -98,10 +98,15 @@ def test_zh_eval_script_runs(tmp_path: Path, embeddings: str) -> None:
 def test_critical_script_runs(tmp_path: Path) -> None:
     out = tmp_path / "critical.json"
     assert _load("critical").main(["--embeddings", "hash", "--out", str(out)]) == 0
-    payload = json.loads(out.read_text(encoding="utf-8"))
-    assert payload["total"] == len(payload["cases"]) > 40
-    assert 0 <= payload["injected"] <= payload["total"]
-    assert set(payload["where"]) == {"memory block", "key memories", "standing rules"}
+    runs = json.loads(out.read_text(encoding="utf-8"))["runs"]
+    assert {"cases / default", "first_person / default", "first_person / no profile"} <= set(runs)
+    for run in runs.values():
+        assert run["total"] == len(run["cases"]) > 20
+        assert 0 <= run["injected"] <= run["total"]
+        assert set(run["where"]) == {"memory block", "standing rules", "pinned", "profile"}
+    irrelevant = runs["first_person / default"]
+    assert irrelevant["irrelevant_requests"] > 10
+    assert irrelevant["mean_block_memories_irrelevant"] >= 0
 
 
 def test_locomo_messages_variant_reports_ranking(tmp_path: Path) -> None:

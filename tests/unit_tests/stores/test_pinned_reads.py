@@ -108,3 +108,22 @@ def test_the_pinned_choice_is_kept_until_the_memories_change(
         memory.delete_memory("top", user_id="u")
         fourth = memory.recall("facts", user_id="u")
         assert fourth is not None and [m.id for m in fourth.pinned] == ["m0", "m1"]
+
+
+def test_the_too_many_pinned_warning_is_logged_once_per_change(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = {"recall": {"max_pinned": 2}}
+    with TdaiMemory.open(None, embeddings=HashEmbeddings(dims=16), config=config) as memory:
+        memory.add_memories(
+            [{"id": f"m{i}", "content": f"fact {i}", "priority": 95} for i in range(5)],
+            user_id="u",
+        )
+        memory.flush()
+        with caplog.at_level(logging.WARNING, "langchain_tdai_recall"):
+            for _ in range(5):
+                memory.recall("fact", user_id="u")
+            assert caplog.text.count("memories pinned by priority") == 1  # not once per recall
+            memory.add_memory("fact 9", priority=95, user_id="u")
+            memory.recall("fact", user_id="u")
+    assert caplog.text.count("memories pinned by priority") == 2

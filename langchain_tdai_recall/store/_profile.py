@@ -1,0 +1,114 @@
+"""The head of a scope's memories in profile order, kept up to date write by write.
+
+Recall's user profile (`recall.engine`) shows a scope's memories in *profile order* — priority
+(highest first), then `persona`, `instruction`, `episodic`, then oldest, then id — as far as a
+character budget reaches, so it only ever needs the first few hundred of them. Sorting a large
+scope for that after every write would cost about 100 ms at 100k memories; `ProfileHead` keeps
+the first `capacity` rows in order instead and updates them in O(log capacity) per written row.
+
+Invariant: every eligible row that is not in the head sorts after the head's last row. Adding a
+row keeps it (inserting, and evicting the last row when the head is full); removing a row from
+the head keeps it too, but the head shrinks, and once it is below half its capacity while rows
+are left outside it is rebuilt by one sort on the next read.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterable
+from typing import Final, Protocol
+
+__all__ = ["PROFILE_TYPE_RANK", "ProfileHead", "profile_key"]
+
+PROFILE_TYPE_RANK: Final[dict[str, int]] = {"persona": 0, "instruction": 1, "episodic": 2}
+"""Among memories of equal priority: stable facts first, then rules, then events."""
+
+ProfileKey = tuple[int, int, str, str, int]
+
+
+class ProfileFields(Protocol):
+    """The row fields profile order reads (`store._scope.RowMeta` has them)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def created(self) -> str: ...
+
+
+def profile_key(rowid: int, meta: ProfileFields) -> ProfileKey | None:
+    """The sort key of a row in profile order; `None` for rows that are never in a profile."""
+    if meta.priority < 0:  # standing rules have a block of their own
+        return None
+    return (-meta.priority, PROFILE_TYPE_RANK.get(meta.kind, 3), meta.created, meta.id, rowid)
+
+
+class ProfileHead:
+    """The first rows of a layer in profile order. Not thread-safe: the index's lock guards it."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity: Final = capacity
+        self._keys: list[ProfileKey] = []
+        """The head, sorted."""
+        self._key_of: dict[int, ProfileKey] = {}
+        """Row -> key, for every eligible row (inside the head or not)."""
+        self._stale = False
+
+    def add(self, rowid: int, meta: ProfileFields) -> None:
+        """Insert or update one row."""
+        self.remove(rowid)
+        key = profile_key(rowid, meta)
+        if key is None:
+            return
+        self._key_of[rowid] = key
+        if self._stale:
+            return
+        outside = len(self._key_of) - 1 - len(self._keys)
+        if outside == 0 and len(self._keys) < self.capacity:
+            bisect.insort(self._keys, key)
+        elif self._keys and key < self._keys[-1]:
+            bisect.insort(self._keys, key)
+            if len(self._keys) > self.capacity:
+                self._keys.pop()
+        # otherwise the row sorts after the whole head and stays outside it
+
+    def remove(self, rowid: int) -> None:
+        """Forget one row (a no-op for rows it does not hold)."""
+        key = self._key_of.pop(rowid, None)
+        if key is None or self._stale:
+            return
+        at = bisect.bisect_left(self._keys, key)
+        if at < len(self._keys) and self._keys[at] == key:
+            del self._keys[at]
+            if len(self._keys) < self.capacity // 2 and len(self._key_of) > len(self._keys):
+                self._stale = True
+
+    def reset(self, rows: Iterable[tuple[int, ProfileFields]]) -> None:
+        """Start over from a whole layer (after a snapshot was restored)."""
+        self._key_of = {}
+        for rowid, meta in rows:
+            key = profile_key(rowid, meta)
+            if key is not None:
+                self._key_of[rowid] = key
+        self._stale = True
+
+    def first(self, limit: int, skip: set[int]) -> list[int]:
+        """The first `limit` row references in profile order, leaving out `skip`."""
+        if self._stale:
+            self._keys = heapq.nsmallest(self.capacity, self._key_of.values())
+            self._stale = False
+        out: list[int] = []
+        for key in self._keys:
+            if key[-1] not in skip:
+                out.append(key[-1])
+                if len(out) == limit:
+                    return out
+        if len(out) < limit and len(self._keys) < len(self._key_of):
+            # more skipped rows than the head's slack: read further, by one sort
+            extra = heapq.nsmallest(limit + len(skip), self._key_of.values())
+            return [k[-1] for k in extra if k[-1] not in skip][:limit]
+        return out
