@@ -1544,6 +1544,7 @@ class TdaiMemory:
         require_user_id: bool = False,
         capture: bool | None = None,
         on_turn: OnTurn | None = None,
+        tools: bool = True,
     ) -> TdaiRecallMiddleware:
         """A `TdaiRecallMiddleware` for `langchain.agents.create_agent` (SPEC §5).
 
@@ -1557,9 +1558,12 @@ class TdaiMemory:
                 instead of using the default user.
             capture: Record each turn to L0; `None` follows `capture.enabled`.
             on_turn: Called with the `TurnEvent` of every turn (may be async in async runs).
+            tools: `False` registers no memory tools and writes no tools guide, for a model
+                without `bind_tools` (such as `GenericFakeChatModel`): recall still runs.
+                `True` registers them when `tools.enabled` (the default).
 
         Returns:
-            The middleware; it registers the memory tools itself when `tools.enabled`.
+            The middleware; it registers the memory tools itself unless `tools` is off.
 
         Raises:
             ConfigError: If an argument is invalid (`ScopeError` for a bad id).
@@ -1575,6 +1579,7 @@ class TdaiMemory:
             require_user_id=require_user_id,
             capture=capture,
             on_turn=on_turn,
+            tools=tools,
         )
 
     def tools(
