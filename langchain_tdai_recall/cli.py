@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         MemoryRecord,
         MessageHit,
         RecallResult,
+        SceneBlock,
         Scope,
     )
 
@@ -1017,16 +1018,28 @@ def _batches(
 
 def _write_batch(
     memory: TdaiMemory, batch: list[Item], scope: tuple[str | None, str | None]
-) -> tuple[str, int]:
-    """Write one batch; returns (counter name, how many were written)."""
+) -> dict[str, int]:
+    """Write one batch; returns counts: what it added, updated, and left as it was."""
     user_id, agent_id = scope
     first = batch[0]
     if first.kind == "memory":
-        records = [item.data for item in batch]
+        before = {
+            item.data["id"]: memory.get_memory(item.data["id"], user_id=user_id, agent_id=agent_id)
+            for item in batch
+        }
         written = memory.add_memories(
-            records, user_id=user_id, agent_id=agent_id, show_progress=False
+            [item.data for item in batch], user_id=user_id, agent_id=agent_id, show_progress=False
         )
-        return "memories", len(written)
+        counts = {"memories_new": 0, "memories_updated": 0, "unchanged": 0}
+        for record in written:
+            old = before.get(record.id)
+            if old is None:
+                counts["memories_new"] += 1
+            elif _same_memory(old, record):
+                counts["unchanged"] += 1
+            else:
+                counts["memories_updated"] += 1
+        return counts
     if first.kind == "message":
         messages = [
             {k: v for k, v in item.data.items() if k not in ("session_key", "session_id")}
@@ -1039,11 +1052,14 @@ def _write_batch(
             user_id=user_id,
             agent_id=agent_id,
         )
-        return "messages", kept
+        return {"messages": kept, "unchanged": len(batch) - kept}
     if first.kind == "persona":
+        old_persona = memory.get_persona(user_id=user_id, agent_id=agent_id)
         memory.set_persona(first.data["text"], user_id=user_id, agent_id=agent_id)
-        return "personas", 1
+        same = memory.get_persona(user_id=user_id, agent_id=agent_id) == old_persona
+        return {"unchanged": 1} if same else {"personas": 1}
     data = first.data
+    old_scene = memory.read_scene(data["name"], user_id=user_id, agent_id=agent_id)
     memory.upsert_scene(
         data["name"],
         summary=data.get("summary", ""),
@@ -1052,7 +1068,20 @@ def _write_batch(
         user_id=user_id,
         agent_id=agent_id,
     )
-    return "scenes", 1
+    new_scene = memory.read_scene(data["name"], user_id=user_id, agent_id=agent_id)
+    return {"unchanged": 1} if _same_scene(old_scene, new_scene) else {"scenes": 1}
+
+
+def _same_memory(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """Whether a write left the memory as it was (the update time always moves)."""
+    return dataclasses.replace(old, updated_at="") == dataclasses.replace(new, updated_at="")
+
+
+def _same_scene(old: SceneBlock | None, new: SceneBlock | None) -> bool:
+    if old is None or new is None:
+        return old is new
+    a, b = old.info, new.info
+    return (old.body, a.summary, a.heat) == (new.body, b.summary, b.heat)
 
 
 def _check_items(
@@ -1087,23 +1116,27 @@ def _cmd_import_jsonl(args: argparse.Namespace) -> int:
         return (args.user, args.agent) if override else (item.user_id, item.agent_id)
 
     _check_items(items, scope)
-    counts = {"memories": 0, "messages": 0, "personas": 0, "scenes": 0}
+    counts = dict.fromkeys(
+        ("memories_new", "memories_updated", "messages", "personas", "scenes", "unchanged"), 0
+    )
     with (
         _open(args, _store_path(args)) as memory,
         progress(len(items), desc="importing", enabled=args.progress) as bar,
     ):
         for batch in _batches(items, scope):
-            name, written = _write_batch(memory, batch, scope(batch[0]))
-            counts[name] += written
+            for name, count in _write_batch(memory, batch, scope(batch[0])).items():
+                counts[name] += count
             bar.update(len(batch))
     elapsed = time.perf_counter() - started
+    memories = counts["memories_new"] + counts["memories_updated"]
     if args.json:
-        _print_json({"source": args.file, "lines": len(items), **counts})
+        _print_json({"source": args.file, "lines": len(items), "memories": memories, **counts})
     else:
         print(
             f"imported {len(items)} lines from {args.file} in {elapsed:.1f} s: "
-            f"{counts['memories']} memories, {counts['messages']} new messages, "
-            f"{counts['personas']} personas, {counts['scenes']} scenes"
+            f"{counts['memories_new']} new and {counts['memories_updated']} updated memories, "
+            f"{counts['messages']} new messages, {counts['personas']} personas, "
+            f"{counts['scenes']} scenes; {counts['unchanged']} lines already stored as they are"
         )
     return 0
 

@@ -523,6 +523,12 @@ def _fill_for_export(path: Path) -> None:
         )
 
 
+def _list(capsys: pytest.CaptureFixture[str], store: list[str], user: str) -> list[dict[str, Any]]:
+    code, out, err = run(capsys, *store, "--user", user, "list", "--json")
+    assert code == 0, err
+    return list(json.loads(out))
+
+
 def _export(capsys: pytest.CaptureFixture[str], path: Path, *extra: str) -> list[dict[str, Any]]:
     code, out, err = run(
         capsys,
@@ -576,12 +582,23 @@ def test_export_reimports_losslessly(capsys: pytest.CaptureFixture[str], tmp_pat
     assert "5 memories, 1 personas and 1 scenes" in out
     assert [json.loads(x) for x in backup.read_text("utf-8").splitlines()] == exported
 
+    reports = []
     for _ in range(2):  # importing twice changes nothing the second time
         code, out, err = run(
             capsys, "--store", str(copy), "--embeddings", "none", "import-jsonl", str(backup)
         )
         assert code == 0, err
+        reports.append(out)
         assert _comparable(_export(capsys, copy)) == _comparable(exported)
+    # and says so: the second report counts nothing as imported again
+    assert (
+        "5 new and 0 updated memories, 0 new messages, 1 personas, 1 scenes; 0 lines"
+        in (reports[0])
+    )
+    assert (
+        "0 new and 0 updated memories, 0 new messages, 0 personas, 0 scenes; 7 lines"
+        in (reports[1])
+    )
     with TdaiMemory.open(copy, embeddings=None) as memory:
         assert memory.stats().memories == 5
         assert memory.read_scene("京都旅行", user_id="alice").info.heat == 7  # type: ignore[union-attr]
@@ -614,9 +631,17 @@ def test_import_jsonl_of_plain_memories_messages_and_scope_override(
     data.write_text(text, encoding="utf-8-sig")  # a byte-order mark is tolerated
     code, out, err = run(capsys, *store, "--user", "carol", "import-jsonl", str(data))
     assert code == 0, err
-    assert "2 memories, 2 new messages" in out
+    assert "2 new and 0 updated memories, 2 new messages" in out
     code, out, _ = run(capsys, *store, "--user", "carol", "import-jsonl", str(data), "--json")
-    assert json.loads(out)["messages"] == 0  # nothing twice
+    report = json.loads(out)  # nothing twice, and the report says so
+    assert (report["memories"], report["messages"], report["unchanged"]) == (0, 0, 4)
+    # a line whose id exists with other content is an update, not a new memory
+    (listed,) = [m for m in _list(capsys, store, "carol") if m["content"] == "Visited Lisbon."]
+    rows[1] = {"id": listed["id"], "content": "Visited Porto."}
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    code, out, _ = run(capsys, *store, "--user", "carol", "import-jsonl", str(data), "--json")
+    report = json.loads(out)
+    assert (report["memories_new"], report["memories_updated"], report["unchanged"]) == (0, 1, 3)
     code, out, _ = run(capsys, *store, "--user", "carol", "list", "--json")
     assert len(json.loads(out)) == 2
     code, out, _ = run(capsys, *store, "--user", "carol", "search", "window", "--messages")
