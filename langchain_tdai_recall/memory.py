@@ -1520,12 +1520,25 @@ class TdaiMemory:
         Updates, merges and deletions (by formation, the memory tool or the API) keep the
         replaced version; the last item is the current memory unless it was deleted or merged
         into another one (`change="merged"`, `related_ids` names the survivor).
+
+        An id the scope never held returns `[]`, also when another scope holds it: like
+        `get_memory`, which returns `None` there, the API never tells one scope whether another
+        holds an id. A DEBUG log line says so.
         """
         scope = self.scope(user_id, agent_id)
         if not isinstance(cast("object", memory_id), str):
             msg = f"memory_id must be a string, got {type(memory_id).__name__} {memory_id!r}"
             raise ConfigError(msg)
-        return self._store.memory_history(scope, memory_id)
+        versions = self._store.memory_history(scope, memory_id)
+        if not versions:
+            logger.debug(
+                "history(%r): the scope (user %r, agent %r) never held this id; ids of other "
+                "scopes are never visible, so this is [] as for an unknown id",
+                memory_id,
+                scope.user_id,
+                scope.agent_id,
+            )
+        return versions
 
     async def ahistory(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None
