@@ -487,7 +487,7 @@ class TdaiMemory:
                 formation_timeout=forming,
             )
 
-    def flush(self, *, timeout: float | None = None) -> bool:
+    def flush(self, *, timeout: float | None = None, show_progress: bool | None = None) -> bool:
         """Wait until the background work accepted so far is done.
 
         In order: every captured turn is written; with a chat model, everything pending in
@@ -495,7 +495,12 @@ class TdaiMemory:
         pending and is retried later, see the `tdai_extraction` event or `extract()` for a
         report); and one pass over the rows waiting for a vector has run (rows whose embedding
         failed are retried once more). Returns `False` when `timeout` seconds passed first.
+
+        Waiting for 1,000 or more vectors (after a bulk write) is logged at INFO with the
+        counts, and drawn as a progress bar on standard error when `show_progress` is `True`,
+        or is `None` (the default) and standard error is a terminal.
         """
+        _check_flag("show_progress", show_progress, optional=True)
         self._check_open()
         if timeout is not None:
             timeout = _check_timeout("timeout", timeout)
@@ -508,7 +513,7 @@ class TdaiMemory:
         if self._upkeep is None:
             return True
         left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        return self._upkeep.flush(left)
+        return self._upkeep.flush(left, show_progress=show_progress)
 
     def __enter__(self) -> Self:
         return self
@@ -1286,9 +1291,11 @@ class TdaiMemory:
         """Async version of `reindex`."""
         return await _in_thread(self.reindex, show_progress=show_progress)
 
-    async def aflush(self, *, timeout: float | None = None) -> bool:
+    async def aflush(
+        self, *, timeout: float | None = None, show_progress: bool | None = None
+    ) -> bool:
         """Async version of `flush`."""
-        return await _in_thread(self.flush, timeout=timeout)
+        return await _in_thread(self.flush, timeout=timeout, show_progress=show_progress)
 
     async def aclose(self, *, timeout: float | None = None) -> None:
         """Async version of `close`."""
