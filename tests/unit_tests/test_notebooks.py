@@ -130,3 +130,17 @@ def test_notebook_speaks_english_first(path: Path) -> None:
 
 def test_the_chinese_examples_are_still_there() -> None:
     assert sum(bool(_CJK.search(_code(path))) for path in PATHS) >= 2
+
+
+def test_the_notebooks_extra_installs_what_the_notebooks_import() -> None:
+    from ._deps import imported_distributions, installed_with
+
+    provided = installed_with({"notebooks"})
+    for path in PATHS:
+        for module, providers in imported_distributions(_code(path)).items():
+            assert providers & provided, (
+                f'{path.name} imports {module}: pip install -e ".[notebooks]" does not install it'
+            )
+    readme = (NOTEBOOKS.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Notebooks\n", 1)[1].split("\n## ", 1)[0]
+    assert 'pip install -e ".[notebooks]"' in section
