@@ -28,7 +28,7 @@ SUBSTITUTIONS = {
 
 # What a block must print, for the blocks that print (by the heading above the block).
 PRINTS = {
-    "Writing memories": "- [episodic|旅行计划] 五月去京都",
+    "Writing memories": "- [episodic|travel] Flying to Lisbon for a conference (when: 2026-06-02",
     "Memory tools: `memory.tools()`": "Prefers window seats on long flights",
     "Legacy `AgentExecutor` (the `classic` extra)": "A window seat.",
     "Observability: the `tdai_agent_turn` event": "'user_id': 'alice'",
