@@ -29,6 +29,8 @@ its content (more when they would end in a fragment of markup) even when the lim
 so a line is never its `- [type|scene] ` head alone."""
 
 _SHORT_MARKER: Final = "…"
+_MAX_EXTRA_CHARS: Final = 64
+"""How far past its first `MIN_CUT_CONTENT_CHARS` a cut below the limit looks for content."""
 _JOINERS: Final = "\u200d\ufe0e\ufe0f"
 _LINE_PREFIX_RE: Final = re.compile(r"- \[[^\]\n]*\] ")
 """The `- [type] ` or `- [type|scene] ` head of a memory line."""
@@ -71,12 +73,14 @@ def truncate_line(line: str, limit: int, suffix: str) -> str:
     head = _cut(line, limit - len(_SHORT_MARKER))
     if len(head) - content_start >= MIN_CUT_CONTENT_CHARS:
         return head + _SHORT_MARKER
-    # the limit leaves (almost) no content: keep the head and the first words anyway
-    for length in range(content_start + MIN_CUT_CONTENT_CHARS, len(line)):
-        head = _cut(line, length)
-        if len(head) > content_start:
-            return head + _SHORT_MARKER if len(head) + len(_SHORT_MARKER) < len(line) else line
-    return line
+    # the limit leaves (almost) no content: keep the head and the first words anyway (looking a
+    # bounded way past a fragment of markup; a line that is one long tag keeps the short cut)
+    start = content_start + MIN_CUT_CONTENT_CHARS
+    for length in range(start, min(len(line), start + _MAX_EXTRA_CHARS)):
+        longer = _cut(line, length)
+        if len(longer) > content_start:
+            return longer + _SHORT_MARKER if len(longer) + len(_SHORT_MARKER) < len(line) else line
+    return line if len(line) < start + _MAX_EXTRA_CHARS else head + _SHORT_MARKER
 
 
 @dataclass(frozen=True, slots=True)

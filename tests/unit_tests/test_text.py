@@ -323,3 +323,13 @@ def test_bulk_index_build_matches_one_by_one() -> None:
         assert np.allclose(a.coverage, b.coverage)
         assert np.allclose(a.ranked, b.ranked)
         assert a.scope_coverage == b.scope_coverage
+
+
+def test_a_tiny_limit_on_a_line_of_one_long_tag_stays_cheap() -> None:
+    import time
+
+    line = PREFIX + "<" + "a" * 200_000
+    started = time.perf_counter()
+    cut = truncate_line(line, 5, SUFFIX)
+    assert time.perf_counter() - started < 1.0
+    assert len(cut) < 100
