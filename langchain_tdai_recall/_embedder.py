@@ -171,25 +171,66 @@ class VectorUpkeep:
             self._wake = True
             self._cond.notify_all()
 
-    def flush(self, timeout: float | None = None) -> bool:
+    def flush(self, timeout: float | None = None, *, show_progress: bool | None = False) -> bool:
         """Wait for a pass over every pending row that starts after this call.
 
         Rows waiting for a retry are tried again at once. Returns `False` if `timeout` (seconds)
-        passed first or the worker has stopped.
+        passed first or the worker has stopped. With a backlog of at least `LONG_BACKLOG` rows
+        the wait is logged at INFO with its counts, and `show_progress` (`None`: on a terminal)
+        draws a progress bar of it, unless the worker draws its own.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             target = self._started + 1
             self._force = self._wake = True
             self._cond.notify_all()
-            while self._done < target:
-                if not self._thread.is_alive():
-                    return False
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._cond.wait(0.5 if remaining is None else min(remaining, 0.5))
+        waiting = self._waiting_bar(show_progress)
+        try:
+            while True:
+                with self._cond:
+                    if self._done >= target:
+                        break
+                    if not self._thread.is_alive():
+                        return False
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._cond.wait(0.5 if remaining is None else min(remaining, 0.5))
+                if waiting is not None:
+                    self._advance(*waiting)
+        finally:
+            if waiting is not None:
+                waiting[1].close()
+                logger.info(
+                    "flush: %d of %d rows embedded, %d pending",
+                    waiting[1].count,
+                    waiting[0],
+                    max(waiting[0] - waiting[1].count, 0),
+                )
         return True
+
+    def _pending(self) -> int | None:
+        """Rows waiting for a vector, or `None` when the store cannot say (closing)."""
+        try:
+            return self._store.pending_vector_count()
+        except StoreError:
+            return None
+
+    def _waiting_bar(self, show_progress: bool | None) -> tuple[int, Progress[int]] | None:
+        """(backlog, bar) for a flush that waits on a long backlog; `None` for a short one."""
+        total = self._pending()
+        if total is None or total < LONG_BACKLOG:
+            return None
+        logger.info("flush: waiting for %d rows to be embedded", total)
+        enabled = False if self._show_progress else show_progress  # the worker draws its own
+        return total, progress(total, desc="embedding", unit="rows", enabled=enabled)
+
+    def _advance(self, total: int, bar: Progress[int]) -> None:
+        pending = self._pending()
+        if pending is not None:
+            done = min(max(total - pending, 0), total)
+            if done > bar.count:
+                bar.update(done - bar.count)
 
     def stop(self, timeout: float) -> bool:
         """Let the worker embed pending rows for at most `timeout` seconds, then end it.

@@ -216,10 +216,11 @@ class ScopeResolver:
 
     Order for each of `user_id` and `agent_id`: `runtime.context`, `config["configurable"]`,
     the constructor argument, the store's default. The session is `session_key` from the
-    context or `configurable`, then `thread_id`, then the constructor's, then `"default"`. A
-    fallback to the default user after other calls carried a user id logs one WARNING (a
-    multi-user deployment that forgot to pass one); `require_user_id=True` turns a missing user
-    id into a `ScopeError` instead. Invalid ids always raise `ScopeError`.
+    context or `configurable`, then `thread_id`, then the constructor's, then `"default"`. The
+    first fallback to the default user logs one WARNING (a multi-user deployment that forgot to
+    pass a user id would mix its users' memories; a single-user app names its user in the
+    constructor); `require_user_id=True` turns a missing user id into a `ScopeError` instead.
+    Invalid ids always raise `ScopeError`.
     """
 
     def __init__(
@@ -322,12 +323,14 @@ class ScopeResolver:
                 "constructor; require_user_id=True forbids falling back to the default user"
             )
             raise ScopeError(msg)
-        if self._seen_request_user and not self._warned:
+        if not self._warned:
             self._warned = True
             logger.warning(
-                "a call without user_id fell back to the default user although other calls "
-                "passed one; pass user_id in the run context or configurable, or set "
-                "require_user_id=True to make this an error"
+                "a call without user_id uses the store's default user (store.default_user_id)%s; "
+                "calls without one all share its memory. Pass user_id in the run context or "
+                "configurable, or to the constructor (memory.middleware(user_id=...)) for a "
+                "single-user app; require_user_id=True makes this an error. Logged once.",
+                " although other calls passed one" if self._seen_request_user else "",
             )
         return self.default_user_id, "default"
 

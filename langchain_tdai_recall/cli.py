@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 from langchain_tdai_recall.errors import TdaiRecallError
 from langchain_tdai_recall.store._sqlite import DB_FILENAME
+from langchain_tdai_recall.text.tags import KEY_MEMORIES_TAG, STANDING_RULES_TAG
 from langchain_tdai_recall.types import MEMORY_TYPES
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
         MemoryRecord,
         MessageHit,
         RecallResult,
+        SceneBlock,
         Scope,
     )
 
@@ -599,11 +601,30 @@ def _render_recall(result: RecallResult | None, *, show_system: bool = True) -> 
                 f"{i:>2}  {m.score:>7.4f}  {_fmt_score(m.keyword_score):>7}  "
                 f"{_fmt_score(m.embedding_score):>7}  [{tag}] {_one_line(m.content, 60)}"
             )
+    pinned = len(result.standing_rules) + len(result.pinned)
+    if pinned:
+        blocks = ", ".join(
+            f"<{tag}>"
+            for tag, held in (
+                (STANDING_RULES_TAG, result.standing_rules),
+                (KEY_MEMORIES_TAG, result.pinned),
+            )
+            if held
+        )
+        lines.append(
+            f"+ {pinned} {'memory' if pinned == 1 else 'memories'} pinned in the system context "
+            f"({blocks}): in every turn, whatever the score"
+        )
     lines.append(_rule("prepend_context (put before the user's message)"))
     if result.prepend_context:
         lines.append(result.prepend_context)
     elif result.strategy == "skipped":
         lines.append("(none: the text is too short to search)")
+    elif pinned:
+        lines.append(
+            f"(none: no other memory passed the score threshold; {pinned} "
+            f"{'is' if pinned == 1 else 'are'} pinned in the system context)"
+        )
     else:
         lines.append("(none: no memory passed the score threshold)")
     if show_system:
@@ -1017,16 +1038,28 @@ def _batches(
 
 def _write_batch(
     memory: TdaiMemory, batch: list[Item], scope: tuple[str | None, str | None]
-) -> tuple[str, int]:
-    """Write one batch; returns (counter name, how many were written)."""
+) -> dict[str, int]:
+    """Write one batch; returns counts: what it added, updated, and left as it was."""
     user_id, agent_id = scope
     first = batch[0]
     if first.kind == "memory":
-        records = [item.data for item in batch]
+        before = {
+            item.data["id"]: memory.get_memory(item.data["id"], user_id=user_id, agent_id=agent_id)
+            for item in batch
+        }
         written = memory.add_memories(
-            records, user_id=user_id, agent_id=agent_id, show_progress=False
+            [item.data for item in batch], user_id=user_id, agent_id=agent_id, show_progress=False
         )
-        return "memories", len(written)
+        counts = {"memories_new": 0, "memories_updated": 0, "unchanged": 0}
+        for record in written:
+            old = before.get(record.id)
+            if old is None:
+                counts["memories_new"] += 1
+            elif _same_memory(old, record):
+                counts["unchanged"] += 1
+            else:
+                counts["memories_updated"] += 1
+        return counts
     if first.kind == "message":
         messages = [
             {k: v for k, v in item.data.items() if k not in ("session_key", "session_id")}
@@ -1039,11 +1072,14 @@ def _write_batch(
             user_id=user_id,
             agent_id=agent_id,
         )
-        return "messages", kept
+        return {"messages": kept, "unchanged": len(batch) - kept}
     if first.kind == "persona":
+        old_persona = memory.get_persona(user_id=user_id, agent_id=agent_id)
         memory.set_persona(first.data["text"], user_id=user_id, agent_id=agent_id)
-        return "personas", 1
+        same = memory.get_persona(user_id=user_id, agent_id=agent_id) == old_persona
+        return {"unchanged": 1} if same else {"personas": 1}
     data = first.data
+    old_scene = memory.read_scene(data["name"], user_id=user_id, agent_id=agent_id)
     memory.upsert_scene(
         data["name"],
         summary=data.get("summary", ""),
@@ -1052,7 +1088,20 @@ def _write_batch(
         user_id=user_id,
         agent_id=agent_id,
     )
-    return "scenes", 1
+    new_scene = memory.read_scene(data["name"], user_id=user_id, agent_id=agent_id)
+    return {"unchanged": 1} if _same_scene(old_scene, new_scene) else {"scenes": 1}
+
+
+def _same_memory(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """Whether a write left the memory as it was (the update time always moves)."""
+    return dataclasses.replace(old, updated_at="") == dataclasses.replace(new, updated_at="")
+
+
+def _same_scene(old: SceneBlock | None, new: SceneBlock | None) -> bool:
+    if old is None or new is None:
+        return old is new
+    a, b = old.info, new.info
+    return (old.body, a.summary, a.heat) == (new.body, b.summary, b.heat)
 
 
 def _check_items(
@@ -1087,23 +1136,27 @@ def _cmd_import_jsonl(args: argparse.Namespace) -> int:
         return (args.user, args.agent) if override else (item.user_id, item.agent_id)
 
     _check_items(items, scope)
-    counts = {"memories": 0, "messages": 0, "personas": 0, "scenes": 0}
+    counts = dict.fromkeys(
+        ("memories_new", "memories_updated", "messages", "personas", "scenes", "unchanged"), 0
+    )
     with (
         _open(args, _store_path(args)) as memory,
         progress(len(items), desc="importing", enabled=args.progress) as bar,
     ):
         for batch in _batches(items, scope):
-            name, written = _write_batch(memory, batch, scope(batch[0]))
-            counts[name] += written
+            for name, count in _write_batch(memory, batch, scope(batch[0])).items():
+                counts[name] += count
             bar.update(len(batch))
     elapsed = time.perf_counter() - started
+    memories = counts["memories_new"] + counts["memories_updated"]
     if args.json:
-        _print_json({"source": args.file, "lines": len(items), **counts})
+        _print_json({"source": args.file, "lines": len(items), "memories": memories, **counts})
     else:
         print(
             f"imported {len(items)} lines from {args.file} in {elapsed:.1f} s: "
-            f"{counts['memories']} memories, {counts['messages']} new messages, "
-            f"{counts['personas']} personas, {counts['scenes']} scenes"
+            f"{counts['memories_new']} new and {counts['memories_updated']} updated memories, "
+            f"{counts['messages']} new messages, {counts['personas']} personas, "
+            f"{counts['scenes']} scenes; {counts['unchanged']} lines already stored as they are"
         )
     return 0
 
@@ -1195,70 +1248,134 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 # Demo
 
-_DEMO_MEMORIES: Final[tuple[dict[str, Any], ...]] = (
-    {
-        "content": "用户叫李雷，在上海做后端工程师，主要写 Python 和 Go。",
-        "type": "persona",
-        "priority": 80,
-    },
-    {"content": "用户吃素，不吃肉也不吃海鲜。", "type": "persona", "priority": 90},
-    {
-        "content": "用户计划五月下旬去京都旅行，想看寺庙和枯山水庭园。",
-        "type": "episodic",
-        "scene_name": "京都旅行",
-        "activity_start_time": "2026-05-20",
-        "activity_end_time": "2026-05-27",
-    },
-    {
-        "content": "回答技术问题时先给结论，再给代码示例。",
-        "type": "instruction",
-        "priority": 85,
-    },
-    {
-        "content": "用户上周把订单服务从 Flask 迁移到了 FastAPI。",
-        "type": "episodic",
-        "scene_name": "工作项目",
-        "timestamp": "2026-04-14",
-    },
-    {
-        "content": "The user's daughter Mia is allergic to peanuts.",
-        "type": "persona",
-        "priority": 95,
-    },
-    {
-        "content": "The user ran the Berlin half marathon in 1:52.",
-        "type": "episodic",
-        "activity_start_time": "2026-04-05",
-    },
-    {"content": "Always give distances and weights in metric units.", "type": "instruction"},
-)
 
-_DEMO_PERSONA: Final = """# 用户画像 / User profile
+@dataclasses.dataclass(frozen=True, slots=True)
+class _DemoConversation:
+    """One sample user of the demo: memories, persona, scenes and the turns recalled for."""
 
-- 李雷，上海的后端工程师（Python、Go）。Backend engineer in Shanghai.
-- 素食者；女儿 Mia 对花生过敏。Vegetarian; daughter Mia has a peanut allergy.
-- 喜欢跑步和旅行。Enjoys running and travelling."""
+    title: str
+    user_suffix: str
+    """Appended to the demo's user id (the English sample uses the user id as given)."""
+    memories: tuple[dict[str, Any], ...]
+    persona: str
+    scenes: tuple[tuple[str, str, str], ...]
+    turns: tuple[str, ...]
 
-_DEMO_SCENES: Final[tuple[tuple[str, str, str], ...]] = (
-    (
-        "京都旅行",
-        "五月下旬京都之行：寺庙、庭园、素食",
-        "## 京都旅行\n\n- 2026-05-20 至 05-27\n- 想去清水寺、龙安寺\n- 需要素食餐厅",
+
+_DEMO_ENGLISH: Final = _DemoConversation(
+    title="An English conversation",
+    user_suffix="",
+    memories=(
+        {
+            "content": "Works as a backend engineer in Berlin, mostly Python and Go.",
+            "type": "persona",
+            "priority": 80,
+        },
+        {"content": "Is vegetarian: no meat and no fish.", "type": "persona", "priority": 90},
+        {
+            "content": "Plans a trip to Kyoto in late May to see temples and rock gardens.",
+            "type": "episodic",
+            "scene_name": "Kyoto trip",
+            "activity_start_time": "2026-05-20",
+            "activity_end_time": "2026-05-27",
+        },
+        {
+            "content": "For technical questions: give the conclusion first, then the code.",
+            "type": "instruction",
+            "priority": 85,
+        },
+        {
+            "content": "Moved the order service from Flask to FastAPI last week.",
+            "type": "episodic",
+            "scene_name": "work",
+            "timestamp": "2026-04-14",
+        },
+        {"content": "Daughter Mia is allergic to peanuts.", "type": "persona", "priority": 95},
+        {
+            "content": "Ran the Berlin half marathon in 1:52.",
+            "type": "episodic",
+            "activity_start_time": "2026-04-05",
+        },
+        {"content": "Always give distances and weights in metric units.", "type": "instruction"},
     ),
-    (
-        "running",
-        "Training log and races",
-        "## Running\n\n- Berlin half marathon 1:52 (April)\n- Next goal: sub-1:50",
+    persona="""# User profile
+
+- Sam, a backend engineer in Berlin (Python, Go).
+- Vegetarian; daughter Mia has a peanut allergy.
+- Enjoys running and travelling.""",
+    scenes=(
+        (
+            "Kyoto trip",
+            "Late May in Kyoto: temples, gardens, vegetarian food",
+            "## Kyoto trip\n\n- 2026-05-20 to 05-27\n- Kiyomizu-dera, Ryoan-ji\n"
+            "- Needs vegetarian restaurants",
+        ),
+        (
+            "running",
+            "Training log and races",
+            "## Running\n\n- Berlin half marathon 1:52 (April)\n- Next goal: sub-1:50",
+        ),
+    ),
+    turns=(
+        "Where should we have dinner in Kyoto in May?",
+        "Can Mia eat peanut snacks?",
+        "What should I pack for my Kyoto trip?",
+        "What should I watch out for after moving the order service to FastAPI?",
     ),
 )
 
-_DEMO_TURNS: Final = (
-    "我五月去京都，晚饭去哪吃比较好？",
-    "Can Mia eat peanut snacks?",
-    "What should I pack for my Kyoto trip?",
-    "订单服务迁移到 FastAPI 之后要注意什么？",
-    "好",
+_DEMO_CHINESE: Final = _DemoConversation(
+    title="A Chinese conversation (中文对话)",
+    user_suffix="-zh",
+    memories=(
+        {
+            "content": "用户叫李雷，在上海做后端工程师，主要写 Python 和 Go。",
+            "type": "persona",
+            "priority": 80,
+        },
+        {"content": "用户吃素，不吃肉也不吃海鲜。", "type": "persona", "priority": 90},
+        {
+            "content": "用户计划五月下旬去京都旅行，想看寺庙和枯山水庭园。",
+            "type": "episodic",
+            "scene_name": "京都旅行",
+            "activity_start_time": "2026-05-20",
+            "activity_end_time": "2026-05-27",
+        },
+        {
+            "content": "回答技术问题时先给结论，再给代码示例。",
+            "type": "instruction",
+            "priority": 85,
+        },
+        {
+            "content": "用户上周把订单服务从 Flask 迁移到了 FastAPI。",
+            "type": "episodic",
+            "scene_name": "工作项目",
+            "timestamp": "2026-04-14",
+        },
+        {"content": "用户的女儿 Mia 对花生过敏。", "type": "persona", "priority": 95},
+    ),
+    persona="""# 用户画像
+
+- 李雷，上海的后端工程师（Python、Go）。
+- 素食者；女儿 Mia 对花生过敏。
+- 喜欢跑步和旅行。""",
+    scenes=(
+        (
+            "京都旅行",
+            "五月下旬京都之行：寺庙、庭园、素食",
+            "## 京都旅行\n\n- 2026-05-20 至 05-27\n- 想去清水寺、龙安寺\n- 需要素食餐厅",
+        ),
+    ),
+    turns=(
+        "我五月去京都，晚饭去哪吃比较好？",
+        "Mia 能吃花生零食吗？",
+        "订单服务迁移到 FastAPI 之后要注意什么？",
+        "好",
+    ),
 )
+
+_DEMO_CONVERSATIONS: Final = (_DEMO_ENGLISH, _DEMO_CHINESE)
+"""In the order the demo shows them: English first."""
 
 _DEMO_AGENT_TURN: Final = "Plan a dinner for Mia and me."
 _DEMO_SEARCH: Final = "Mia allergy"
@@ -1267,12 +1384,18 @@ _DEMO_ANSWER: Final = (
 )
 
 
-def _demo_fill(memory: TdaiMemory, scope: Scope) -> None:
+def _demo_scope(memory: TdaiMemory, scope: Scope, sample: _DemoConversation) -> Scope:
+    if not sample.user_suffix:
+        return scope
+    return memory.scope(scope.user_id + sample.user_suffix, scope.agent_id)
+
+
+def _demo_fill(memory: TdaiMemory, scope: Scope, sample: _DemoConversation) -> None:
     memory.add_memories(
-        list(_DEMO_MEMORIES), show_progress=False, user_id=scope.user_id, agent_id=scope.agent_id
+        list(sample.memories), show_progress=False, user_id=scope.user_id, agent_id=scope.agent_id
     )
-    memory.set_persona(_DEMO_PERSONA, user_id=scope.user_id, agent_id=scope.agent_id)
-    for name, summary, body in _DEMO_SCENES:
+    memory.set_persona(sample.persona, user_id=scope.user_id, agent_id=scope.agent_id)
+    for name, summary, body in sample.scenes:
         memory.upsert_scene(
             name, summary=summary, body=body, user_id=scope.user_id, agent_id=scope.agent_id
         )
@@ -1345,41 +1468,31 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {"turns": [], "agent": None}
     with _open(args, path) as memory:
         scope = memory.scope(args.user, args.agent)  # validated; the default user when omitted
-        _demo_fill(memory, scope)  # embeds the sample, so the embedder is loaded
-        stats = memory.stats(user_id=scope.user_id, agent_id=scope.agent_id)
+        scopes = [_demo_scope(memory, scope, sample) for sample in _DEMO_CONVERSATIONS]
+        for sample, sample_scope in zip(_DEMO_CONVERSATIONS, scopes, strict=True):
+            _demo_fill(memory, sample_scope, sample)
+        # Vectors are computed in the background: wait for them, so that the scores below are
+        # the ones users get (right after a write, recall has the keyword leg only).
+        memory.flush(show_progress=False)
+        embedder = memory.stats().embedder
         text: list[str] = [
             f"{PROG} demo: {'in-memory store' if path is None else path}, "
-            f"embedder {stats.embedder or 'none (keyword-only)'}",
-            "",
-            f"1. A sample memory: {stats.memories} memories (L1), "
-            f"{'a persona (L3)' if stats.personas else 'no persona'}, "
-            f"{stats.scenes} scenes (L2)",
+            f"embedder {embedder or 'none (keyword-only)'}",
+            "(tdai: TencentDB Agent Memory, whose layered memory and recall this package brings "
+            "to LangChain)",
         ]
-        text += [f"   - [{m['type']}] {m['content']}" for m in _DEMO_MEMORIES]
-        text += ["", "2. Recall for a few user turns: what would be injected, and the scores"]
-        systems: list[str | None] = []
-        for turn in _DEMO_TURNS:
-            result = memory.recall(turn, user_id=scope.user_id, agent_id=scope.agent_id)
-            out["turns"].append({"user": turn, "recall": _recall_json(result)})
-            systems.append(result.append_system_context if result else None)
-            text += ["", f"▶ user: {turn}"]
-            text += _indent(_render_recall(result, show_system=False))
-        same = len(set(systems)) == 1
-        text += [
-            "",
-            _rule(
-                "append_system_context: "
-                + ("byte-identical in every turn above" if same else "differs between turns")
-            ),
-            systems[0] or "(none)",
-        ]
+        for number, (sample, sample_scope) in enumerate(
+            zip(_DEMO_CONVERSATIONS, scopes, strict=True), 1
+        ):
+            text += ["", f"{number}. {sample.title}: user {sample_scope.user_id!r}"]
+            text += _demo_conversation(memory, sample, sample_scope, out["turns"])
         if not args.no_agent:
             agent = _demo_agent_turn(memory, scope)
             out["agent"] = agent
             text += [
                 "",
-                "3. One agent turn: create_agent(model, middleware=[memory.middleware()]), "
-                "with a scripted fake model",
+                f"{len(_DEMO_CONVERSATIONS) + 1}. One agent turn: "
+                "create_agent(model, middleware=[memory.middleware()]), with a scripted fake model",
                 *_render_agent(agent),
             ]
     elapsed = time.perf_counter() - started
@@ -1394,3 +1507,34 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     ]
     print("\n".join(text))
     return 0
+
+
+def _demo_conversation(
+    memory: TdaiMemory, sample: _DemoConversation, scope: Scope, turns: list[dict[str, Any]]
+) -> list[str]:
+    """The demo's text for one sample user; appends each turn's JSON to `turns`."""
+    stats = memory.stats(user_id=scope.user_id, agent_id=scope.agent_id)
+    text = [
+        f"   The sample memory: {stats.memories} memories (L1), "
+        f"{'a persona (L3)' if stats.personas else 'no persona'}, {stats.scenes} "
+        f"scene{'' if stats.scenes == 1 else 's'} (L2)",
+    ]
+    text += [f"   - [{m['type']}] {m['content']}" for m in sample.memories]
+    text += ["", "   Recall for a few user turns: what would be injected, and the scores"]
+    systems: list[str | None] = []
+    for turn in sample.turns:
+        result = memory.recall(turn, user_id=scope.user_id, agent_id=scope.agent_id)
+        turns.append({"user": turn, "user_id": scope.user_id, "recall": _recall_json(result)})
+        systems.append(result.append_system_context if result else None)
+        text += ["", f"▶ user: {turn}"]
+        text += _indent(_render_recall(result, show_system=False))
+    same = len(set(systems)) == 1
+    text += [
+        "",
+        _rule(
+            "append_system_context: "
+            + ("byte-identical in every turn above" if same else "differs between turns")
+        ),
+        systems[0] or "(none)",
+    ]
+    return text

@@ -248,7 +248,8 @@ class RecallConfig(_ConfigModel):
     the original plugin's effect, where every recall timed out at once and injected nothing: it
     sets `enabled` to false (with one warning). The memory tools are not affected."""
     max_chars_per_memory: int = Field(default=0, ge=0, le=1_000_000)
-    """Cap on each memory line, in code points; 0 means no limit."""
+    """Cap on each memory line, in code points; 0 means no limit. A cut line always keeps its
+    `- [type|scene] ` head and at least 10 code points of its content, even past a smaller cap."""
     max_total_recall_chars: int = Field(default=0, ge=0, le=10_000_000)
     """Cap on all memory lines plus separators, in code points; 0 means no limit."""
     language: LanguageSetting = "auto"

@@ -59,7 +59,8 @@ class MissingDependencyError(TdaiRecallError, ImportError):
         self.extra = extra
         msg = (
             f"{package!r} is not installed; install it with "
-            f'pip install "langchain-tdai-recall[{extra}]"'
+            f'pip install "langchain-tdai-recall[{extra}]" '
+            f'(in a checkout of the repository: pip install -e ".[{extra}]")'
         )
         super().__init__(msg)
 

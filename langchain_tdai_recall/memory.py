@@ -487,7 +487,7 @@ class TdaiMemory:
                 formation_timeout=forming,
             )
 
-    def flush(self, *, timeout: float | None = None) -> bool:
+    def flush(self, *, timeout: float | None = None, show_progress: bool | None = None) -> bool:
         """Wait until the background work accepted so far is done.
 
         In order: every captured turn is written; with a chat model, everything pending in
@@ -495,7 +495,12 @@ class TdaiMemory:
         pending and is retried later, see the `tdai_extraction` event or `extract()` for a
         report); and one pass over the rows waiting for a vector has run (rows whose embedding
         failed are retried once more). Returns `False` when `timeout` seconds passed first.
+
+        Waiting for 1,000 or more vectors (after a bulk write) is logged at INFO with the
+        counts, and drawn as a progress bar on standard error when `show_progress` is `True`,
+        or is `None` (the default) and standard error is a terminal.
         """
+        _check_flag("show_progress", show_progress, optional=True)
         self._check_open()
         if timeout is not None:
             timeout = _check_timeout("timeout", timeout)
@@ -508,7 +513,7 @@ class TdaiMemory:
         if self._upkeep is None:
             return True
         left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        return self._upkeep.flush(left)
+        return self._upkeep.flush(left, show_progress=show_progress)
 
     def __enter__(self) -> Self:
         return self
@@ -1286,9 +1291,11 @@ class TdaiMemory:
         """Async version of `reindex`."""
         return await _in_thread(self.reindex, show_progress=show_progress)
 
-    async def aflush(self, *, timeout: float | None = None) -> bool:
+    async def aflush(
+        self, *, timeout: float | None = None, show_progress: bool | None = None
+    ) -> bool:
         """Async version of `flush`."""
-        return await _in_thread(self.flush, timeout=timeout)
+        return await _in_thread(self.flush, timeout=timeout, show_progress=show_progress)
 
     async def aclose(self, *, timeout: float | None = None) -> None:
         """Async version of `close`."""
@@ -1520,12 +1527,25 @@ class TdaiMemory:
         Updates, merges and deletions (by formation, the memory tool or the API) keep the
         replaced version; the last item is the current memory unless it was deleted or merged
         into another one (`change="merged"`, `related_ids` names the survivor).
+
+        An id the scope never held returns `[]`, also when another scope holds it: like
+        `get_memory`, which returns `None` there, the API never tells one scope whether another
+        holds an id. A DEBUG log line says so.
         """
         scope = self.scope(user_id, agent_id)
         if not isinstance(cast("object", memory_id), str):
             msg = f"memory_id must be a string, got {type(memory_id).__name__} {memory_id!r}"
             raise ConfigError(msg)
-        return self._store.memory_history(scope, memory_id)
+        versions = self._store.memory_history(scope, memory_id)
+        if not versions:
+            logger.debug(
+                "history(%r): the scope (user %r, agent %r) never held this id; ids of other "
+                "scopes are never visible, so this is [] as for an unknown id",
+                memory_id,
+                scope.user_id,
+                scope.agent_id,
+            )
+        return versions
 
     async def ahistory(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None
@@ -1544,6 +1564,7 @@ class TdaiMemory:
         require_user_id: bool = False,
         capture: bool | None = None,
         on_turn: OnTurn | None = None,
+        tools: bool = True,
     ) -> TdaiRecallMiddleware:
         """A `TdaiRecallMiddleware` for `langchain.agents.create_agent` (SPEC §5).
 
@@ -1557,9 +1578,12 @@ class TdaiMemory:
                 instead of using the default user.
             capture: Record each turn to L0; `None` follows `capture.enabled`.
             on_turn: Called with the `TurnEvent` of every turn (may be async in async runs).
+            tools: `False` registers no memory tools and writes no tools guide, for a model
+                without `bind_tools` (such as `GenericFakeChatModel`): recall still runs.
+                `True` registers them when `tools.enabled` (the default).
 
         Returns:
-            The middleware; it registers the memory tools itself when `tools.enabled`.
+            The middleware; it registers the memory tools itself unless `tools` is off.
 
         Raises:
             ConfigError: If an argument is invalid (`ScopeError` for a bad id).
@@ -1575,6 +1599,7 @@ class TdaiMemory:
             require_user_id=require_user_id,
             capture=capture,
             on_turn=on_turn,
+            tools=tools,
         )
 
     def tools(

@@ -20,6 +20,7 @@ from langchain.agents.middleware.types import (
     PrivateStateAttr,
     ResponseT,
 )
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import ensure_config
 from langgraph.typing import ContextT
@@ -95,6 +96,22 @@ class _Turn:
     cache_key: Hashable
 
 
+def _binds_tools(model: object) -> bool:
+    """Whether the model implements `bind_tools` (the base chat model only raises)."""
+    method = getattr(type(model), "bind_tools", None)
+    return method is not None and method is not BaseChatModel.bind_tools
+
+
+def _no_bind_tools_message(model: object) -> str:
+    """For the developer: the model cannot take the memory tools, and the two ways out."""
+    return (
+        f"{type(model).__name__} does not implement bind_tools, so it cannot be given the memory "
+        "tools that memory.middleware() registers; use memory.middleware(tools=False) to recall "
+        "without the tools, or a chat model that supports tool calling (in tests: "
+        "langchain_tdai_recall.testing.FakeToolCallingChatModel)"
+    )
+
+
 class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT, ResponseT]):
     """Recall long-term memory into every model call of a turn; capture the turn to L0.
 
@@ -118,8 +135,11 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
     text (as typed) and the final answer to L0 capture when capture is on (in the background:
     the answer is never delayed), emits the `tdai_agent_turn` custom event and calls `on_turn`.
 
-    The tools are registered when `tools.enabled`, with the budget `tools.max_calls_per_turn`
-    of the store's config (the tools guide in the system prompt states the same number).
+    The tools are registered when `tools.enabled` in the store's config, with the budget
+    `tools.max_calls_per_turn` (the tools guide in the system prompt states the same number). A
+    model without `bind_tools` (such as `GenericFakeChatModel`) cannot be given them: pass
+    `tools=False`, which registers no tools and writes no tools guide; with the tools on, such a
+    model gets a `ConfigError` naming that fix on its first call.
 
     Scope: `runtime.context` (`user_id`, `agent_id`, `session_key`), else
     `config["configurable"]` (`user_id`, `agent_id`, `session_key`, then `thread_id`), else the
@@ -167,6 +187,7 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
         require_user_id: bool = False,
         capture: bool | None = None,
         on_turn: OnTurn | None = None,
+        tools: bool = True,
     ) -> None:
         """Create the middleware.
 
@@ -180,6 +201,8 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
                 here) instead of using the store's default user.
             capture: Record each turn to L0; defaults to `capture.enabled`.
             on_turn: Called with the `TurnEvent` of every turn.
+            tools: `False` registers no memory tools and writes no tools guide, for a model
+                without `bind_tools`; `True` registers them when `tools.enabled`.
 
         Raises:
             ConfigError: If an argument is invalid (`ScopeError` for a bad id).
@@ -187,6 +210,9 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
         super().__init__()
         if on_turn is not None and not callable(cast("object", on_turn)):
             msg = f"on_turn must be callable, got {type(on_turn).__name__}"
+            raise ConfigError(msg)
+        if not isinstance(cast("object", tools), bool):
+            msg = f"tools must be True or False, got {type(tools).__name__}"
             raise ConfigError(msg)
         config = memory.config
         self.memory: Final = memory
@@ -199,9 +225,8 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
         )
         # The tools and their budget follow the store's config, like the tools guide that recall
         # puts in the system prompt, so the prompt never promises something the tools do not do.
-        self.tools = (
-            create_memory_tools(memory, resolver=self._resolver) if config.tools.enabled else []
-        )
+        enabled = tools and config.tools.enabled
+        self.tools = create_memory_tools(memory, resolver=self._resolver) if enabled else []
         self.max_calls_per_turn: Final = config.tools.max_calls_per_turn
         self.capture: Final = config.capture.enabled if capture is None else capture
         self.on_turn: Final = on_turn
@@ -227,6 +252,8 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
     # -- wrap_model_call: recall once per turn, inject the same bytes into every model call -----
 
     def _cached(self, request: ModelRequest[ContextT]) -> tuple[_Turn, TurnRecall | None]:
+        if self.tools and not _binds_tools(request.model):
+            raise ConfigError(_no_bind_tools_message(request.model))
         turn = self._locate(request.state, request.runtime)
         return turn, self._recalls.get(turn.cache_key)
 

@@ -100,9 +100,9 @@ _RULES_HEADER: Final[dict[Language, str]] = {
 }
 
 _KEY_MEMORIES_HEADER: Final[dict[Language, str]] = {
-    "zh": "关于用户的关键信息（健康、安全、硬性约束等），每一次回答都要考虑到：",
-    "en": "Key facts about the user (health, safety, hard constraints). Keep them in mind in "
-    "every reply:",
+    "zh": "用户最重要的记忆（重要信息和用户定下的规则），每一次回答都要考虑到：",
+    "en": "The user's highest-priority memories (important facts and rules they set). Keep them "
+    "in mind in every reply:",
 }
 
 _PROFILE_HEADER: Final[dict[Language, str]] = {

@@ -24,9 +24,13 @@ MIN_PARTIAL_LINE_CHARS: Final = 40
 MIN_CUT_CONTENT_CHARS: Final = 10
 """A cut line ends with the long truncation suffix only when at least this many code points of
 its content (after a `- [type] ` prefix) stay before it; otherwise it ends with `…`, so a line
-never shows the suffix without content."""
+never shows the suffix without content. A cut line also keeps at least this many code points of
+its content (more when they would end in a fragment of markup) even when the limit is smaller,
+so a line is never its `- [type|scene] ` head alone."""
 
 _SHORT_MARKER: Final = "…"
+_MAX_EXTRA_CHARS: Final = 64
+"""How far past its first `MIN_CUT_CONTENT_CHARS` a cut below the limit looks for content."""
 _JOINERS: Final = "\u200d\ufe0e\ufe0f"
 _LINE_PREFIX_RE: Final = re.compile(r"- \[[^\]\n]*\] ")
 """The `- [type] ` or `- [type|scene] ` head of a memory line."""
@@ -53,6 +57,10 @@ def truncate_line(line: str, limit: int, suffix: str) -> str:
     `MIN_CUT_CONTENT_CHARS` of content, otherwise a single `…`, so a cut line is always
     recognisable and never all marker. A cut never ends in a fragment of a tag or of `&lt;`.
     A line that fits is returned unchanged.
+
+    A limit too small for the line's `- [type|scene] ` head and `MIN_CUT_CONTENT_CHARS` of its
+    content is exceeded: the cut keeps them (a line is never its head alone), or returns the
+    whole line when it is not much longer.
     """
     if limit <= 0 or len(line) <= limit:
         return line
@@ -62,7 +70,17 @@ def truncate_line(line: str, limit: int, suffix: str) -> str:
         head = _cut(line, limit - len(suffix))
         if len(head) - content_start >= MIN_CUT_CONTENT_CHARS:
             return head + suffix
-    return _cut(line, limit - len(_SHORT_MARKER)) + _SHORT_MARKER
+    head = _cut(line, limit - len(_SHORT_MARKER))
+    if len(head) - content_start >= MIN_CUT_CONTENT_CHARS:
+        return head + _SHORT_MARKER
+    # the limit leaves (almost) no content: keep the head and the first words anyway (looking a
+    # bounded way past a fragment of markup; a line that is one long tag keeps the short cut)
+    start = content_start + MIN_CUT_CONTENT_CHARS
+    for length in range(start, min(len(line), start + _MAX_EXTRA_CHARS)):
+        longer = _cut(line, length)
+        if len(longer) > content_start:
+            return longer + _SHORT_MARKER if len(longer) + len(_SHORT_MARKER) < len(line) else line
+    return line if len(line) < start + _MAX_EXTRA_CHARS else head + _SHORT_MARKER
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +120,9 @@ def apply_budget(lines: list[str], *, per_line: int, total: int, suffix: str) ->
             cut.append(was_cut)
             used += separator + len(candidate)
             continue
-        if remaining >= MIN_PARTIAL_LINE_CHARS:
-            kept.append(truncate_line(line, remaining, suffix))  # never cut a cut line again
+        partial = truncate_line(line, remaining, suffix)  # never cut a cut line again
+        if remaining >= MIN_PARTIAL_LINE_CHARS and len(partial) <= remaining:
+            kept.append(partial)
             cut.append(True)
             return BudgetOutcome(kept, cut, len(lines) - index - 1)
         return BudgetOutcome(kept, cut, len(lines) - index)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 
 from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.cli import DEFAULT_STORE, STORE_ENV, main
+from langchain_tdai_recall.types import MemoryRecord, RecallResult
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
 
@@ -325,6 +327,74 @@ def test_demo_with_the_default_embedder(capsys: pytest.CaptureFixture[str]) -> N
     assert "final answer" in out
 
 
+_CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+def _spy_recalls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, RecallResult | None]]:
+    """Record (vectors pending at the time, result) for every `TdaiMemory.recall`."""
+    seen: list[tuple[int, RecallResult | None]] = []
+    original = TdaiMemory.recall
+
+    def spy(self: TdaiMemory, *args: Any, **kwargs: Any) -> RecallResult | None:
+        pending = self.stats().pending_vectors
+        result = original(self, *args, **kwargs)
+        seen.append((pending, result))
+        return result
+
+    monkeypatch.setattr(TdaiMemory, "recall", spy)
+    return seen
+
+
+@pytest.mark.parametrize("embeddings", ["hash", pytest.param("default", marks=pytest.mark.slow)])
+def test_demo_shows_english_first_with_honest_strategies_and_pinned_memories(
+    embeddings: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recalls = _spy_recalls(monkeypatch)
+    code, out, err = run(capsys, "demo", "--embeddings", embeddings)
+    assert code == 0, err
+    assert "TencentDB Agent Memory" in out.split("\n1. ")[0]  # what "tdai" stands for
+
+    # English first: nothing Chinese before the Chinese conversation starts
+    english, chinese = out.split("\n2. A Chinese conversation", 1)
+    assert "1. An English conversation" in english
+    assert not _CJK.findall(english.split("\n1. ", 1)[1])
+    assert _CJK.search(chinese.split("\n3. One agent turn")[0])
+
+    # every recall ran after the vectors were computed: scores are the ones users get
+    assert recalls and all(pending == 0 for pending, _ in recalls)
+    results = [result for _, result in recalls if result is not None][: out.count("▶ user:") - 1]
+    sections = out.split("▶ user: ")[1 : len(results) + 1]
+    assert len(sections) == len(results) == 8
+    for section, result in zip(sections, results, strict=True):
+        # the strategy shown is the one the result reports, never relabelled
+        (shown,) = re.findall(r"strategy=(\S+)", section)
+        assert shown == result.strategy
+        if result.strategy == "hybrid":
+            assert all(m.embedding_score is not None for m in result.memories)
+        pinned = result.pinned or result.standing_rules
+        if pinned and not result.prepend_context and result.strategy != "skipped":
+            assert "pinned in the system context" in section
+            assert "no memory passed the score threshold)" not in section
+    assert any(r.pinned for r in results)  # the sample pins its key memories
+
+
+def test_render_recall_says_where_pinned_memories_went() -> None:
+    from langchain_tdai_recall.cli import _render_recall
+
+    allergy = MemoryRecord(id="m1", content="Allergic to peanuts", type="persona", priority=95)
+    result = RecallResult(
+        prepend_context=None, append_system_context="...", strategy="hybrid", pinned=(allergy,)
+    )
+    text = "\n".join(_render_recall(result, show_system=False))
+    assert "+ 1 memory pinned in the system context (<key-memories>)" in text
+    assert "(none: no other memory passed the score threshold; 1 is pinned in the system" in text
+    alone = RecallResult(prepend_context=None, append_system_context=None, strategy="keyword")
+    text = "\n".join(_render_recall(alone, show_system=False))
+    assert "strategy=keyword" in text
+    assert "(none: no memory passed the score threshold)" in text
+    assert "pinned" not in text
+
+
 def test_demo_json_without_agent(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "demo", "--embeddings", "none", "--no-agent", "--json")
     assert code == 0
@@ -523,6 +593,12 @@ def _fill_for_export(path: Path) -> None:
         )
 
 
+def _list(capsys: pytest.CaptureFixture[str], store: list[str], user: str) -> list[dict[str, Any]]:
+    code, out, err = run(capsys, *store, "--user", user, "list", "--json")
+    assert code == 0, err
+    return list(json.loads(out))
+
+
 def _export(capsys: pytest.CaptureFixture[str], path: Path, *extra: str) -> list[dict[str, Any]]:
     code, out, err = run(
         capsys,
@@ -576,12 +652,23 @@ def test_export_reimports_losslessly(capsys: pytest.CaptureFixture[str], tmp_pat
     assert "5 memories, 1 personas and 1 scenes" in out
     assert [json.loads(x) for x in backup.read_text("utf-8").splitlines()] == exported
 
+    reports = []
     for _ in range(2):  # importing twice changes nothing the second time
         code, out, err = run(
             capsys, "--store", str(copy), "--embeddings", "none", "import-jsonl", str(backup)
         )
         assert code == 0, err
+        reports.append(out)
         assert _comparable(_export(capsys, copy)) == _comparable(exported)
+    # and says so: the second report counts nothing as imported again
+    assert (
+        "5 new and 0 updated memories, 0 new messages, 1 personas, 1 scenes; 0 lines"
+        in (reports[0])
+    )
+    assert (
+        "0 new and 0 updated memories, 0 new messages, 0 personas, 0 scenes; 7 lines"
+        in (reports[1])
+    )
     with TdaiMemory.open(copy, embeddings=None) as memory:
         assert memory.stats().memories == 5
         assert memory.read_scene("京都旅行", user_id="alice").info.heat == 7  # type: ignore[union-attr]
@@ -614,9 +701,17 @@ def test_import_jsonl_of_plain_memories_messages_and_scope_override(
     data.write_text(text, encoding="utf-8-sig")  # a byte-order mark is tolerated
     code, out, err = run(capsys, *store, "--user", "carol", "import-jsonl", str(data))
     assert code == 0, err
-    assert "2 memories, 2 new messages" in out
+    assert "2 new and 0 updated memories, 2 new messages" in out
     code, out, _ = run(capsys, *store, "--user", "carol", "import-jsonl", str(data), "--json")
-    assert json.loads(out)["messages"] == 0  # nothing twice
+    report = json.loads(out)  # nothing twice, and the report says so
+    assert (report["memories"], report["messages"], report["unchanged"]) == (0, 0, 4)
+    # a line whose id exists with other content is an update, not a new memory
+    (listed,) = [m for m in _list(capsys, store, "carol") if m["content"] == "Visited Lisbon."]
+    rows[1] = {"id": listed["id"], "content": "Visited Porto."}
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    code, out, _ = run(capsys, *store, "--user", "carol", "import-jsonl", str(data), "--json")
+    report = json.loads(out)
+    assert (report["memories_new"], report["memories_updated"], report["unchanged"]) == (0, 1, 3)
     code, out, _ = run(capsys, *store, "--user", "carol", "list", "--json")
     assert len(json.loads(out)) == 2
     code, out, _ = run(capsys, *store, "--user", "carol", "search", "window", "--messages")

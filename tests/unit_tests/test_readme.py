@@ -28,9 +28,9 @@ SUBSTITUTIONS = {
 
 # What a block must print, for the blocks that print (by the heading above the block).
 PRINTS = {
-    "Writing memories": "- [episodic|旅行计划] 五月去京都",
+    "Writing memories": "- [episodic|travel] Flying to Lisbon for a conference (when: 2026-06-02",
     "Memory tools: `memory.tools()`": "Prefers window seats on long flights",
-    'Legacy `AgentExecutor` (`pip install "langchain-tdai-recall[classic]"`)': "A window seat.",
+    "Legacy `AgentExecutor` (the `classic` extra)": "A window seat.",
     "Observability: the `tdai_agent_turn` event": "'user_id': 'alice'",
     "Memory formation": "I'm vegetarian and I live in Lyon.",
     "Importing from TencentDB Agent Memory": "7 5 3 True 0\nskipped: ",
@@ -93,3 +93,48 @@ def test_readme_block_runs_on_its_own(
     out = capsys.readouterr().out
     if heading in PRINTS:
         assert PRINTS[heading] in out
+
+
+def test_every_import_of_the_readme_is_installed_by_the_package_or_a_listed_extra() -> None:
+    from ._deps import extras, imported_distributions, installed_with
+
+    base = installed_with(set())
+    listed = {e for e in extras() if f"| `{e}` |" in README.read_text(encoding="utf-8")}
+    for heading, code in BLOCKS:
+        for module, providers in imported_distributions(code).items():
+            if providers & base:
+                continue
+            by = [e for e in sorted(listed) if providers & installed_with({e})]
+            assert by, f"the block under {heading!r} imports {module}: no extra installs it"
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def test_the_table_of_contents_lists_every_section_and_every_link_resolves() -> None:
+    text = README.read_text(encoding="utf-8")
+    headings = [line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")]
+    anchors = {_slug(h) for h in headings}
+    contents = text.split("\n## Contents\n", 1)[1].split("\n## ", 1)[0]
+    links = re.findall(r"\]\(#([^)]+)\)", contents)
+    assert set(links) <= anchors, set(links) - anchors
+    sections = [line[3:].strip() for line in text.splitlines() if line.startswith("## ")]
+    assert {_slug(h) for h in sections if h != "Contents"} <= set(links)
+    # the newcomer's path: what tdai means, then an install that works from a checkout, first
+    intro = text.split("\n## ", 1)[0]
+    assert "TencentDB Agent Memory" in intro
+    install = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    first_command = re.search(r"```bash\n(.*?)\n```", install, re.S)
+    assert first_command is not None
+    assert "pip install -e ." in first_command.group(1)
+    assert "pip install langchain-tdai-recall " not in first_command.group(1)
+
+
+def test_the_quickstart_is_english_first() -> None:
+    text = README.read_text(encoding="utf-8")
+    quickstart = text.split("\n## Quickstart\n", 1)[1].split("\n## ", 1)[0]
+    first_block = quickstart.split("```python\n", 1)[1].split("```", 1)[0]
+    assert not re.search(r"[\u4e00-\u9fff]", first_block)
+    assert re.search(r"[\u4e00-\u9fff]", quickstart)  # the Chinese example is beside it

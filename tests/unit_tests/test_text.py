@@ -242,7 +242,10 @@ def test_cut_never_leaves_a_fragment_of_a_tag(fragment: str) -> None:
     for limit in range(1, len(line)):
         head, _ = _split_cut(truncate_line(line, limit, SUFFIX))
         assert not start < len(head) < end, (limit, head[-12:])
-        assert len(head) + len(_split_cut(truncate_line(line, limit, SUFFIX))[1]) <= limit
+        # a limit below the head and the first content words is exceeded, never obeyed by
+        # emitting the head alone
+        room = max(limit, len(PREFIX) + MIN_CUT_CONTENT_CHARS + len("…"))
+        assert len(head) + len(_split_cut(truncate_line(line, limit, SUFFIX))[1]) <= room
 
 
 @pytest.mark.parametrize("limit", range(len(SUFFIX) + 1, len(SUFFIX) + 40))
@@ -258,6 +261,32 @@ def test_cut_just_above_the_suffix_length_keeps_content(limit: int) -> None:
         assert len(content) >= MIN_CUT_CONTENT_CHARS
     out = apply_budget([line], per_line=limit, total=0, suffix=SUFFIX)
     assert _split_cut(out.lines[0])[0][len(PREFIX) :].strip()
+
+
+@pytest.mark.parametrize("prefix", [PREFIX, "- [persona|Travel plans for the summer] ", ""])
+def test_a_limit_smaller_than_the_head_still_keeps_content(prefix: str) -> None:
+    content = "Allergic to peanuts and carries an epipen"
+    line = prefix + content
+    for limit in range(1, len(line)):
+        head, marker = _split_cut(truncate_line(line, limit, SUFFIX))
+        assert head.startswith(prefix)
+        kept = head[len(prefix) :]
+        assert len(kept) >= MIN_CUT_CONTENT_CHARS, (limit, head)  # never the head alone
+        assert content.startswith(kept)
+        assert len(head) + len(marker) <= max(limit, len(prefix) + MIN_CUT_CONTENT_CHARS + 1)
+    out = apply_budget([line], per_line=5, total=0, suffix=SUFFIX)
+    assert out.lines[0][len(prefix) :].startswith(content[:MIN_CUT_CONTENT_CHARS])
+    assert out.truncated == [True]
+    # a line only slightly longer than its head and ten code points is kept whole
+    short = prefix + "Vegetarian!"
+    assert truncate_line(short, 3, SUFFIX) == short
+
+
+def test_total_budget_never_keeps_a_partial_line_past_its_room() -> None:
+    long_head = "- [persona|" + "s" * 60 + "] "
+    out = apply_budget(["a" * 10, long_head + "x" * 100], per_line=0, total=10 + 1 + 45, suffix="…")
+    assert out.lines == ["a" * 10]
+    assert out.dropped == 1
 
 
 def test_total_budget_never_cuts_through_a_truncation_suffix() -> None:
@@ -294,3 +323,13 @@ def test_bulk_index_build_matches_one_by_one() -> None:
         assert np.allclose(a.coverage, b.coverage)
         assert np.allclose(a.ranked, b.ranked)
         assert a.scope_coverage == b.scope_coverage
+
+
+def test_a_tiny_limit_on_a_line_of_one_long_tag_stays_cheap() -> None:
+    import time
+
+    line = PREFIX + "<" + "a" * 200_000
+    started = time.perf_counter()
+    cut = truncate_line(line, 5, SUFFIX)
+    assert time.perf_counter() - started < 1.0
+    assert len(cut) < 100

@@ -19,6 +19,11 @@ Usage::
 
 or from a shell: `python -m langchain_tdai_recall.stores.postgres.testserver` prints the URL and
 keeps the server until interrupted.
+
+SIGTERM stops the server like SIGINT: while a server runs, and when SIGTERM has no handler of its
+own (its default would end this process at once and leave the postmaster and its data behind),
+SIGTERM raises `KeyboardInterrupt` in the main thread, so `with` blocks and test fixtures stop
+the server and delete its data. The default is restored when the last server stops.
 """
 
 from __future__ import annotations
@@ -33,9 +38,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Final, Self
 from urllib.parse import quote
 
@@ -95,6 +101,43 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+class _SigtermAsInterrupt:
+    """SIGTERM -> `KeyboardInterrupt` while servers run (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._servers = 0
+        self._installed = False
+
+    @staticmethod
+    def _handle(signum: int, frame: FrameType | None) -> None:
+        del signum, frame
+        raise KeyboardInterrupt
+
+    def acquire(self) -> None:
+        with self._lock:
+            self._servers += 1
+            if self._installed or threading.current_thread() is not threading.main_thread():
+                return
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, self._handle)
+                self._installed = True
+
+    def release(self) -> None:
+        with self._lock:
+            self._servers = max(0, self._servers - 1)
+            if self._servers or not self._installed:
+                return
+            if threading.current_thread() is not threading.main_thread():
+                return  # a later stop() in the main thread restores it
+            if signal.getsignal(signal.SIGTERM) is self._handle:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            self._installed = False
+
+
+_SIGTERM: Final = _SigtermAsInterrupt()
 
 
 class TemporaryPostgres:
@@ -252,6 +295,7 @@ class TemporaryPostgres:
             self._ensure_user()
             self.bin = self._reachable_binaries()
         self._remove_stale()
+        _SIGTERM.acquire()
         self.data_dir = Path(tempfile.mkdtemp(prefix=PREFIX, dir=self.parent))
         (self.data_dir / "owner.pid").write_text(str(os.getpid()))
         pgdata = self.data_dir / "data"
@@ -305,6 +349,7 @@ class TemporaryPostgres:
         finally:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir = None
+            _SIGTERM.release()
 
     def restart(self) -> None:
         """Restart the server (fast shutdown: open connections are terminated)."""
@@ -362,7 +407,7 @@ class TemporaryPostgres:
 
 
 def main() -> int:
-    """Start a server, print its URL and keep it until interrupted."""
+    """Start a server, print its URL and keep it until interrupted (SIGINT or SIGTERM)."""
     with TemporaryPostgres() as server:
         print(server.url(), flush=True)  # noqa: T201
         try:

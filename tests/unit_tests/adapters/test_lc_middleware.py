@@ -269,6 +269,28 @@ def test_fallback_to_default_user_warns_once(
     assert len(warnings) == 1
 
 
+def test_first_turn_without_a_user_warns_once_too(
+    mem: TdaiMemory, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a multi-user app that never passes a user id learns it on its first turn, not never
+    agent = _agent(mem, FakeToolCallingChatModel())
+    with caplog.at_level(logging.WARNING, logger="langchain_tdai_recall"):
+        agent.invoke(user("hi"))
+        agent.invoke(user("hi again"))
+        agent.invoke(user("and again"), context={"user_id": "alice"})
+        agent.invoke(user("and again"))
+    warnings = [r.getMessage() for r in caplog.records if "default user" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "require_user_id=True" in warnings[0]
+    assert "memory.middleware(user_id=...)" in warnings[0]  # how a single-user app silences it
+    shown = warnings[0].replace("store.default_user_id", "")  # the config key may be named
+    assert mem.config.store.default_user_id not in shown  # no user id above DEBUG
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="langchain_tdai_recall"):
+        _agent(mem, FakeToolCallingChatModel(), user_id="me").invoke(user("hi"))
+    assert not [r for r in caplog.records if "default user" in r.getMessage()]
+
+
 def test_require_user_id(mem: TdaiMemory) -> None:
     agent = _agent(mem, FakeToolCallingChatModel(), require_user_id=True)
     with pytest.raises(ScopeError, match="user_id"):

@@ -9,6 +9,7 @@ pending (keyword-searchable) and is embedded again later, never stored as a zero
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,44 @@ def test_non_finite_vectors_are_failed_embeddings_retried_later(
         assert mem.stats().pending_vectors == 0
         hits = {h.id: h for h in mem.search_memories("bad apple story", user_id="u")}
         assert hits["bad"].embedding_score is not None
+
+
+class _GatedEmbeddings(HashEmbeddings):
+    """Embeds only once `gate` is set, so a backlog is certainly there when `flush()` starts."""
+
+    def __init__(self, dims: int) -> None:
+        super().__init__(dims)
+        self.gate = threading.Event()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.gate.wait(30)
+        return super().embed_documents(texts)
+
+
+@pytest.mark.parametrize("show_progress", [True, False])
+def test_flush_after_a_bulk_write_reports_its_progress(
+    show_progress: bool, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    embeddings = _GatedEmbeddings(16)
+    with TdaiMemory.open(None, embeddings=embeddings) as mem:
+        mem.add_memories([{"content": f"note {i} on cider"} for i in range(1200)], user_id="u")
+        capsys.readouterr()
+        opener = threading.Timer(0.5, embeddings.gate.set)
+        opener.start()
+        with caplog.at_level(logging.INFO, logger="langchain_tdai_recall"):
+            assert mem.flush(timeout=60, show_progress=show_progress)
+        opener.join()
+        assert mem.stats().pending_vectors == 0
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("flush:")]
+    assert said[0] == "flush: waiting for 1200 rows to be embedded"
+    assert said[-1] == "flush: 1200 of 1200 rows embedded, 0 pending"
+    err = capsys.readouterr().err
+    assert ("embedding" in err and "1200" in err) is show_progress
+
+
+def test_flush_of_a_short_backlog_stays_quiet(caplog: pytest.LogCaptureFixture) -> None:
+    with TdaiMemory.open(None, embeddings=HashEmbeddings(16)) as mem:
+        mem.add_memories([{"content": f"note {i}"} for i in range(20)], user_id="u")
+        with caplog.at_level(logging.INFO, logger="langchain_tdai_recall"):
+            assert mem.flush(timeout=60, show_progress=True)
+    assert not [r for r in caplog.records if r.getMessage().startswith("flush:")]

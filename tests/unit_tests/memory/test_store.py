@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import signal
@@ -432,3 +433,24 @@ def test_message_context_comes_from_the_same_session_across_calls(memory: TdaiMe
     hits = memory.search_conversations("wifi password", user_id="u", min_score=0.2)
     assert "Noted, I will remember it." in {h.content for h in hits}
     assert "unrelated small talk" not in {h.content for h in hits}
+
+
+def test_history_of_another_scopes_memory_is_empty_and_says_why_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with TdaiMemory.open(None, embeddings=None) as memory:
+        memory.add_memory("v1", id="m1", user_id="alice")
+        memory.add_memory("v2", id="m1", user_id="alice")
+        assert len(memory.history("m1", user_id="alice")) == 2
+        with caplog.at_level(logging.DEBUG, logger="langchain_tdai_recall"):
+            # the same answer as for an id nobody holds: scopes never learn each other's ids
+            assert memory.history("m1", user_id="bob") == []
+            assert memory.history("m1", user_id="alice", agent_id="planner") == []
+            assert memory.history("unknown", user_id="bob") == []
+        assert memory.get_memory("m1", user_id="bob") is None
+        said = [r for r in caplog.records if r.getMessage().startswith("history('m1')")]
+        assert len(said) == 2
+        assert all(
+            r.levelno == logging.DEBUG and "never held this id" in r.getMessage() for r in said
+        )
+        assert "'bob'" in said[0].getMessage()

@@ -257,3 +257,23 @@ def test_escaping_time_is_linear() -> None:
     out = escape_inline(text)
     assert time.perf_counter() - started < 2.0
     assert "<relevant-memories" not in out
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_key_memories_heading_claims_no_category_the_block_does_not_hold(language: str) -> None:
+    # the block holds memories of priority >= 90 and instructions of priority >= 70: formatting
+    # rules as much as health facts, so its heading names no health or safety category
+    line = format_memory_line(rec("Use bullet points", type="instruction"), tz=UTC, language="en")
+    pinned = [line]
+    text = render_system_context(
+        persona=None,
+        navigation=None,
+        language=language,  # type: ignore[arg-type]
+        tools_max_calls=None,
+        pinned=pinned,
+    )
+    assert text is not None
+    heading = text.splitlines()[1]
+    for claim in ("health", "safety", "hard constraint", "健康", "安全", "硬性约束"):
+        assert claim not in heading.lower()
+    assert ("rules" in heading) if language == "en" else ("规则" in heading)

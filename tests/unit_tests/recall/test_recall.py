@@ -306,6 +306,20 @@ def test_budgets_are_applied_and_reported() -> None:
         assert [m.truncated for m in result.memories] == [True, True]
 
 
+@pytest.mark.parametrize("limit", [1, 5, 12, 20])
+def test_a_tiny_per_memory_budget_never_injects_a_line_without_content(limit: int) -> None:
+    cfg = {"recall": {"maxCharsPerMemory": limit, "language": "en"}}
+    with TdaiMemory.open(None, embeddings=None, config=cfg) as mem:
+        mem.add_memory(
+            "Coffee: oat milk flat white, no sugar", scene_name="Morning routine", user_id=USER
+        )
+        result = mem.recall("coffee flat white", user_id=USER)
+        assert result is not None and result.prepend_context
+        (line,) = [x for x in result.prepend_context.splitlines() if x.startswith("- [")]
+        assert line.startswith("- [episodic|Morning routine] Coffee: oa")  # head and 10 content
+        assert result.truncated == 1
+
+
 # -- rule 8: assembly, escaping, stability ------------------------------------------------------
 
 
