@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 from langchain_tdai_recall.errors import TdaiRecallError
 from langchain_tdai_recall.store._sqlite import DB_FILENAME
-from langchain_tdai_recall.text.tags import KEY_MEMORIES_TAG, STANDING_RULES_TAG
+from langchain_tdai_recall.text.tags import KEY_MEMORIES_TAG, STANDING_RULES_TAG, USER_PROFILE_TAG
 from langchain_tdai_recall.types import MEMORY_TYPES
 
 if TYPE_CHECKING:
@@ -601,13 +601,14 @@ def _render_recall(result: RecallResult | None, *, show_system: bool = True) -> 
                 f"{i:>2}  {m.score:>7.4f}  {_fmt_score(m.keyword_score):>7}  "
                 f"{_fmt_score(m.embedding_score):>7}  [{tag}] {_one_line(m.content, 60)}"
             )
-    pinned = len(result.standing_rules) + len(result.pinned)
+    pinned = len(result.standing_rules) + len(result.pinned) + len(result.profile)
     if pinned:
         blocks = ", ".join(
             f"<{tag}>"
             for tag, held in (
                 (STANDING_RULES_TAG, result.standing_rules),
                 (KEY_MEMORIES_TAG, result.pinned),
+                (USER_PROFILE_TAG, result.profile),
             )
             if held
         )
@@ -622,7 +623,7 @@ def _render_recall(result: RecallResult | None, *, show_system: bool = True) -> 
         lines.append("(none: the text is too short to search)")
     elif pinned:
         lines.append(
-            f"(none: no other memory passed the score threshold; {pinned} "
+            f"(none: no memory passed the score threshold for this message; {pinned} "
             f"{'is' if pinned == 1 else 'are'} pinned in the system context)"
         )
     else:

@@ -387,7 +387,17 @@ def test_render_recall_says_where_pinned_memories_went() -> None:
     )
     text = "\n".join(_render_recall(result, show_system=False))
     assert "+ 1 memory pinned in the system context (<key-memories>)" in text
-    assert "(none: no other memory passed the score threshold; 1 is pinned in the system" in text
+    assert "(none: no memory passed the score threshold for this message; 1 is pinned" in text
+    dog = MemoryRecord(id="m2", content="Has a dog", type="persona")
+    both = RecallResult(
+        prepend_context=None,
+        append_system_context="...",
+        strategy="hybrid",
+        pinned=(allergy,),
+        profile=(dog,),
+    )
+    text = "\n".join(_render_recall(both, show_system=False))
+    assert "+ 2 memories pinned in the system context (<key-memories>, <user-profile>)" in text
     alone = RecallResult(prepend_context=None, append_system_context=None, strategy="keyword")
     text = "\n".join(_render_recall(alone, show_system=False))
     assert "strategy=keyword" in text
