@@ -94,6 +94,33 @@ def test_credentials_never_appear_in_errors_logs_or_output(
     assert "no_such_db_" in seen[3]  # the error names the database
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://u:{SECRET}@[::1/db",  # an IPv6 host without its closing bracket
+        f"postgresql://u:{SECRET}@db/memory?no_such_option=1",  # an unknown parameter
+        f"host=db password={SECRET} dbname='unterminated",
+    ],
+)
+def test_a_url_libpq_cannot_parse_never_shows_its_password(
+    url: str, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(StoreError, match="cannot be parsed") as info:  # fails before connecting
+        if "://" in url:
+            TdaiMemory.open(url, embeddings=None, config={"store": {"timeout_ms": 1000}})
+        else:  # a libpq connection string is only taken by the backend itself
+            PostgresMemoryStore(url, timeout_ms=1000)
+    chain: list[BaseException] = []
+    error: BaseException | None = info.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    seen = [str(e) for e in chain] + [record.getMessage() for record in caplog.records]
+    seen.append(capsys.readouterr().err)
+    assert all(SECRET not in text for text in seen), seen
+
+
 def test_a_read_only_open_of_an_empty_database_says_what_to_do(postgres_url: str) -> None:
     with pytest.raises(StoreError, match="holds no memory store"):
         TdaiMemory.open(postgres_url, embeddings=None, read_only=True)
