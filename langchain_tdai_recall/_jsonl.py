@@ -195,6 +195,26 @@ def _item(number: int, obj: object) -> Item | None:
     return Item(number, kind, user_id, agent_id, data)
 
 
+def _decoded(lines: Iterable[str]) -> Iterator[str]:
+    """`lines`, with a file that is not UTF-8 text reported as a `JsonlError`."""
+    iterator = iter(lines)
+    number = 0
+    while True:
+        number += 1
+        try:
+            line = next(iterator)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            msg = (
+                f"line {number} or the lines after it: not UTF-8 text ({exc.reason} at byte "
+                f"{exc.start} of a block read); import-jsonl reads JSON Lines as written by "
+                "'export'. Is this a binary or compressed file?"
+            )
+            raise JsonlError(msg) from None
+        yield line
+
+
 def parse_lines(lines: Iterable[str]) -> Iterator[Item]:
     """Parse JSONL text line by line; blank lines are skipped.
 
@@ -202,7 +222,7 @@ def parse_lines(lines: Iterable[str]) -> Iterator[Item]:
         JsonlError: On the first line that is not valid JSON or not a valid item; the message
             starts with `line N:`.
     """
-    for number, raw in enumerate(lines, 1):
+    for number, raw in enumerate(_decoded(lines), 1):
         text = raw.strip()
         if number == 1:
             text = text.removeprefix("\ufeff")
@@ -212,6 +232,12 @@ def parse_lines(lines: Iterable[str]) -> Iterator[Item]:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
             msg = f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
+            raise JsonlError(msg) from exc
+        except RecursionError:
+            msg = f"line {number}: JSON nested too deeply to read; an item is a flat object"
+            raise JsonlError(msg) from None
+        except ValueError as exc:  # an integer of more than 4300 digits
+            msg = f"line {number}: a value JSON cannot be read as ({exc})"
             raise JsonlError(msg) from exc
         item = _item(number, obj)
         if item is not None:

@@ -55,6 +55,8 @@ TimeInput = str | dt.date | dt.datetime | None
 
 MAX_ID_CHARS: Final = 256
 """Longest accepted id, in code points."""
+MAX_NAME_BYTES: Final = 255
+"""Longest file or folder name most file systems accept, in UTF-8 bytes."""
 MAX_SQL_INT: Final = 2**63 - 1
 """Largest integer SQLite stores (limits and offsets above it cannot be meant)."""
 
@@ -169,9 +171,50 @@ def check_store_path(path: object) -> Path | str | None:
         )
         raise ConfigError(msg)
     if _SURROGATE_RE.search(text) or "\x00" in text:
-        msg = f"path {text!r} contains characters no file system accepts"
+        msg = f"path {shown(text)} contains characters no file system accepts"
         raise ConfigError(msg)
+    for part in Path(text).parts:
+        if len(part.encode("utf-8")) > MAX_NAME_BYTES:
+            msg = (
+                f"path {shown(text)} has a folder or file name of {len(part.encode('utf-8'))} "
+                f"bytes ({shown(part)}); file systems accept at most {MAX_NAME_BYTES}: use a "
+                "shorter directory name"
+            )
+            raise ConfigError(msg)
     return Path(text).expanduser()
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """`repr(value)` for a message, cut to about `limit` characters with an ellipsis.
+
+    Error messages quote the bad value, but a 100 KB value must not become a 100 KB message.
+    """
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # nested too deeply; an int of > 4300 digits
+        text = f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
+def check_lookup(field: str, value: object) -> str:
+    """Return `value` if it is a string that could name something stored, else raise.
+
+    A lookup does not apply the length rules of new ids (an id that cannot exist is just not
+    found), but a lone surrogate can be neither stored nor encoded.
+
+    Raises:
+        ConfigError: Naming `field`.
+    """
+    if not isinstance(value, str):
+        msg = f"{field} must be a string, got {type(value).__name__} {shown(value)}"
+        raise ConfigError(msg)
+    if _SURROGATE_RE.search(value):
+        msg = (
+            f"{field} {shown(value)} contains a lone surrogate, which is not valid Unicode text "
+            f"and is never part of a stored {field}; pass the {field} as the store returned it"
+        )
+        raise ConfigError(msg)
+    return value
 
 
 def _redact(url: str) -> str:

@@ -35,6 +35,7 @@ from langchain_tdai_recall._records import (
     MAX_SQL_INT,
     TimeInput,
     check_int,
+    check_lookup,
     check_optional_str,
     check_store_path,
     clean_text,
@@ -42,6 +43,7 @@ from langchain_tdai_recall._records import (
     message_records,
     now_iso,
     resolve_scope,
+    shown,
     turn_records,
 )
 from langchain_tdai_recall._threads import DaemonExecutor
@@ -714,20 +716,14 @@ class TdaiMemory:
     ) -> MemoryRecord | None:
         """One memory of the scope by id, or `None`."""
         scope = self.scope(user_id, agent_id)
-        if not isinstance(cast("object", id), str):
-            msg = f"id must be a string, got {type(id).__name__} {id!r}"
-            raise ConfigError(msg)
-        return self._store.get_memory(scope, id)
+        return self._store.get_memory(scope, check_lookup("id", id))
 
     def delete_memory(
         self, id: str, *, user_id: str | None = None, agent_id: str | None = None
     ) -> bool:
         """Delete one memory of the scope; returns whether it existed."""
         scope = self.scope(user_id, agent_id)
-        if not isinstance(cast("object", id), str):
-            msg = f"id must be a string, got {type(id).__name__} {id!r}"
-            raise ConfigError(msg)
-        return self._store.delete_memories(scope, [id]) > 0
+        return self._store.delete_memories(scope, [check_lookup("id", id)]) > 0
 
     def list_memories(
         self,
@@ -887,9 +883,9 @@ class TdaiMemory:
         """One scene of the scope by name; `None` if absent. Paths and `..` raise `ConfigError`."""
         scope = self.scope(user_id, agent_id)
         if not isinstance(cast("object", name), str):
-            msg = f"scene name must be a string, got {type(name).__name__} {name!r}"
+            msg = f"scene name must be a string, got {type(name).__name__} {shown(name)}"
             raise ConfigError(msg)
-        return self._store.read_scene(scope, name)
+        return self._store.read_scene(scope, clean_text(name))  # as `upsert_scene` stored it
 
     def delete_scene(
         self, name: str, *, user_id: str | None = None, agent_id: str | None = None
@@ -897,9 +893,9 @@ class TdaiMemory:
         """Delete one scene of the scope; returns whether it existed."""
         scope = self.scope(user_id, agent_id)
         if not isinstance(cast("object", name), str):
-            msg = f"scene name must be a string, got {type(name).__name__} {name!r}"
+            msg = f"scene name must be a string, got {type(name).__name__} {shown(name)}"
             raise ConfigError(msg)
-        return self._store.delete_scene(scope, name)
+        return self._store.delete_scene(scope, clean_text(name))  # as `upsert_scene` stored it
 
     # -- recall and search --------------------------------------------------------------------
 
@@ -1522,10 +1518,7 @@ class TdaiMemory:
         into another one (`change="merged"`, `related_ids` names the survivor).
         """
         scope = self.scope(user_id, agent_id)
-        if not isinstance(cast("object", memory_id), str):
-            msg = f"memory_id must be a string, got {type(memory_id).__name__} {memory_id!r}"
-            raise ConfigError(msg)
-        return self._store.memory_history(scope, memory_id)
+        return self._store.memory_history(scope, check_lookup("memory_id", memory_id))
 
     async def ahistory(
         self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None
