@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, ParamSpec, Self, TypeVar,
 
 from langchain_core.embeddings import Embeddings
 
+from langchain_tdai_recall._breaker import StoreBreaker
 from langchain_tdai_recall._records import (
     MAX_SQL_INT,
     TimeInput,
@@ -283,6 +284,8 @@ class TdaiMemory:
             max_input_chars=config.embedding.max_input_chars,
         )
         self._rerank_pool = DaemonExecutor(2, name="tdai-rerank")
+        self._store_breaker = StoreBreaker(budget_s=min(0.9 * config.recall.timeout_ms / 1000, 1.0))
+        """Memory tools fail fast for a while after the store did not answer a recall in time."""
         self._engine = RecallEngine(
             store,
             self._searcher,
@@ -936,7 +939,10 @@ class TdaiMemory:
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
-        return self._engine.recall(self._user_text(user_text), scope, request)
+        started = time.monotonic()
+        result = self._engine.recall(self._user_text(user_text), scope, request)
+        self._store_breaker.record(started=started, answered=result is not None)
+        return result
 
     async def arecall(
         self,
@@ -953,7 +959,10 @@ class TdaiMemory:
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
-        return await self._engine.arecall(self._user_text(user_text), scope, request)
+        started = time.monotonic()
+        result = await self._engine.arecall(self._user_text(user_text), scope, request)
+        self._store_breaker.record(started=started, answered=result is not None)
+        return result
 
     def _search(
         self,
