@@ -44,6 +44,17 @@ class StoreBreaker:
         self._open_until = 0.0
         self._waited_s = 0.0
 
+    @classmethod
+    def for_recall(cls, recall_timeout_ms: int) -> StoreBreaker:
+        """A breaker whose budget is a second, or 90 % of the recall budget if that is shorter.
+
+        With recall switched off (`recall_timeout_ms=0`) the budget is the second.
+        """
+        budget_s = 1.0
+        if recall_timeout_ms > 0:
+            budget_s = min(0.9 * recall_timeout_ms / 1000, budget_s)
+        return cls(budget_s=budget_s)
+
     def remaining(self) -> float:
         """Seconds the breaker stays open (0 when closed)."""
         with self._lock:

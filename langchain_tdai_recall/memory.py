@@ -284,7 +284,7 @@ class TdaiMemory:
             max_input_chars=config.embedding.max_input_chars,
         )
         self._rerank_pool = DaemonExecutor(2, name="tdai-rerank")
-        self._store_breaker = StoreBreaker(budget_s=min(0.9 * config.recall.timeout_ms / 1000, 1.0))
+        self._store_breaker = StoreBreaker.for_recall(config.recall.timeout_ms)
         """Memory tools fail fast for a while after the store did not answer a recall in time."""
         self._engine = RecallEngine(
             store,

@@ -404,3 +404,23 @@ async def test_a_tool_call_that_timed_out_makes_the_next_ones_fail_fast() -> Non
         second = await search.ainvoke(_tool_call("tdai_memory_search", {"query": "seats"}))
         assert time.monotonic() - started < 0.5
         assert second.status == "error" and "did not answer within 1 s" in str(second.content)
+
+
+def test_a_quick_store_error_does_not_open_the_breaker_even_with_recall_off() -> None:
+    with TdaiMemory.open(None, embeddings=None, config={"recall": {"timeoutMs": 0}}) as mem:
+        seed(mem)
+        calls = {"n": 0}
+        search = mem.search_memories
+
+        def flaky(*args: Any, **kwargs: Any) -> Any:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                msg = "refused at once"
+                raise RuntimeError(msg)
+            return search(*args, **kwargs)
+
+        mem.search_memories = flaky  # type: ignore[method-assign]
+        tool = mem.tools(user_id="alice")[0]
+        assert tool.invoke(_tool_call("tdai_memory_search", {"query": "seats"})).status == "error"
+        assert tool.invoke(_tool_call("tdai_memory_search", {"query": "seats"})).status != "error"
+        assert calls["n"] == 2
