@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from langchain_tdai_recall._records import shown
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.types import MemoryRecord, SceneBlock
 
@@ -150,7 +151,7 @@ def _item(number: int, obj: object) -> Item | None:
         return None
     if kind not in _FIELDS:
         msg = (
-            f"line {number}: unknown kind {kind!r}; use one of "
+            f"line {number}: unknown kind {shown(kind)}; use one of "
             f"{', '.join(repr(k) for k in (*_FIELDS, 'header'))}"
         )
         raise JsonlError(msg)
@@ -168,11 +169,11 @@ def _item(number: int, obj: object) -> Item | None:
     user_id, agent_id = obj.get("user_id"), obj.get("agent_id")
     for name, value in (("user_id", user_id), ("agent_id", agent_id)):
         if value is not None and not isinstance(value, str):
-            msg = f"line {number}: {name} must be a string or null, got {value!r}"
+            msg = f"line {number}: {name} must be a string or null, got {shown(value)}"
             raise JsonlError(msg)
     data = {k: v for k, v in obj.items() if k not in _SCOPE_FIELDS}
     if kind == "message" and data["role"] not in _ROLES:
-        msg = f"line {number}: role must be one of {sorted(_ROLES)}, got {data['role']!r}"
+        msg = f"line {number}: role must be one of {sorted(_ROLES)}, got {shown(data['role'])}"
         raise JsonlError(msg)
     if kind == "memory" and not data.get("id"):
         data["id"] = _derived_id(

@@ -165,10 +165,11 @@ def _check_timeout(field: str, value: object) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
+        or not 0 <= value <= _MAX_CLOSE_TIMEOUT_S  # first: isfinite overflows on a huge int
         or not math.isfinite(value)
-        or not 0 <= value <= _MAX_CLOSE_TIMEOUT_S
     ):
-        msg = f"{field} must be a number of seconds in 0..{_MAX_CLOSE_TIMEOUT_S:.0f}, got {value!r}"
+        limit = f"{_MAX_CLOSE_TIMEOUT_S:.0f}"
+        msg = f"{field} must be a number of seconds in 0..{limit}, got {shown(value)}"
         raise ConfigError(msg)
     return float(value)
 
@@ -176,7 +177,7 @@ def _check_timeout(field: str, value: object) -> float:
 def _check_flag(field: str, value: object, *, optional: bool = False) -> None:
     if not isinstance(value, bool) and not (optional and value is None):
         allowed = "True, False or None" if optional else "True or False"
-        msg = f"{field} must be {allowed}, got {value!r}"
+        msg = f"{field} must be {allowed}, got {shown(value)}"
         raise ConfigError(msg)
 
 
@@ -743,7 +744,7 @@ class TdaiMemory:
         """
         scope = self.scope(user_id, agent_id)
         if type is not None and type not in MEMORY_TYPES:
-            msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {type!r}"
+            msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {shown(type)}"
             raise ConfigError(msg)
         if limit is not None:
             check_int("limit", limit, low=0, high=MAX_SQL_INT, fix=" (or None for all)")
@@ -977,7 +978,7 @@ class TdaiMemory:
         check_int("limit", limit, low=1, high=100)
         floor = self.config.tools.min_score if min_score is None else min_score
         if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1:
-            msg = f"min_score must be a number in 0..1 or None, got {min_score!r}"
+            msg = f"min_score must be a number in 0..1 or None, got {shown(min_score)}"
             raise ConfigError(msg)
         if query is not None and not isinstance(query, str | list | tuple):
             msg = f"query must be a string, got {type(query).__name__} {query!r:.60}"
@@ -1027,7 +1028,7 @@ class TdaiMemory:
         """
         scope = self.scope(user_id, agent_id)
         if type is not None and type not in MEMORY_TYPES:
-            msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {type!r}"
+            msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {shown(type)}"
             raise ConfigError(msg)
         check_optional_str("scene", scene)
         hits = self._search(scope, "l1", query, limit, min_score, kind=type, group=scene or None)
@@ -1713,7 +1714,7 @@ class TdaiMemory:
         """Import a TencentDB Agent Memory data directory into one scope (SPEC §8)."""
         self.scope(user_id, agent_id)
         if not isinstance(cast("object", data_dir), str | os.PathLike) or not str(data_dir).strip():
-            msg = f"data_dir must be a directory path, got {data_dir!r}"
+            msg = f"data_dir must be a directory path, got {shown(data_dir)}"
             raise ConfigError(msg)
         from langchain_tdai_recall.upstream import import_upstream  # noqa: PLC0415
 
