@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.store import _documents
 from langchain_tdai_recall.store._documents import parse_scene_file, render_scene_file
 from langchain_tdai_recall.text.scene_header import split_scene_header
@@ -170,6 +171,7 @@ def test_an_id_too_long_for_a_folder_name_gets_a_hashed_folder(tmp_path: Path, u
         assert "a tea drinker" in (result.append_system_context or "")
     for folder in (tmp_path / "scopes").rglob("*"):
         assert len(folder.name.encode("utf-8")) <= 255
+    assert main(["--store", str(tmp_path), "stats"]) == 0  # the CLI's store-wide view too
     with TdaiMemory.open(tmp_path, embeddings=None) as mem:  # found again after a reopen
         assert mem.get_persona(user_id=user) == "a tea drinker"
         assert [s.name for s in mem.list_scenes(user_id=user, agent_id=agent)] == ["work"]

@@ -17,6 +17,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.errors import ConfigError, StoreError, StoreWriteError
 from langchain_tdai_recall.stores.postgres._connection import redact
 from langchain_tdai_recall.stores.postgres.store import PostgresMemoryStore
@@ -117,7 +118,11 @@ def test_a_url_libpq_cannot_parse_never_shows_its_password(
         chain.append(error)
         error = error.__cause__ or error.__context__
     seen = [str(e) for e in chain] + [record.getMessage() for record in caplog.records]
-    seen.append(capsys.readouterr().err)
+    if "://" in url:  # the command line shows the same error
+        assert main(["--store", url, "stats"]) != 0
+    out = capsys.readouterr()
+    seen += [out.out, out.err]
+    assert "cannot be parsed" in out.err or "://" not in url
     assert all(SECRET not in text for text in seen), seen
 
 
