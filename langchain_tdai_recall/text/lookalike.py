@@ -34,7 +34,7 @@ import functools
 import unicodedata
 from typing import Final
 
-__all__ = ["ANY_LETTER", "fold", "is_tag_char"]
+__all__ = ["ANY_LETTER", "fold"]
 
 ANY_LETTER: Final = "\u00aa"
 """Stands in the folded view for a letter that may look like any Latin letter. (U+00AA itself
@@ -154,14 +154,6 @@ def _fold_char(char: str) -> str:
         else:
             out.append(part)
     return "".join(out)
-
-
-def is_tag_char(char: str) -> bool:
-    """Whether `char` is one of the invisible TAG characters (U+E0000 to U+E007F).
-
-    They spell ASCII invisibly ("ASCII smuggling"), and a model may read them as text.
-    """
-    return "\U000e0000" <= char <= "\U000e007f"
 
 
 def fold(text: str) -> tuple[str, list[int]]:
