@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from langchain_tdai_recall._records import shown
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.types import MemoryRecord, SceneBlock
 
@@ -150,7 +151,7 @@ def _item(number: int, obj: object) -> Item | None:
         return None
     if kind not in _FIELDS:
         msg = (
-            f"line {number}: unknown kind {kind!r}; use one of "
+            f"line {number}: unknown kind {shown(kind)}; use one of "
             f"{', '.join(repr(k) for k in (*_FIELDS, 'header'))}"
         )
         raise JsonlError(msg)
@@ -168,11 +169,11 @@ def _item(number: int, obj: object) -> Item | None:
     user_id, agent_id = obj.get("user_id"), obj.get("agent_id")
     for name, value in (("user_id", user_id), ("agent_id", agent_id)):
         if value is not None and not isinstance(value, str):
-            msg = f"line {number}: {name} must be a string or null, got {value!r}"
+            msg = f"line {number}: {name} must be a string or null, got {shown(value)}"
             raise JsonlError(msg)
     data = {k: v for k, v in obj.items() if k not in _SCOPE_FIELDS}
     if kind == "message" and data["role"] not in _ROLES:
-        msg = f"line {number}: role must be one of {sorted(_ROLES)}, got {data['role']!r}"
+        msg = f"line {number}: role must be one of {sorted(_ROLES)}, got {shown(data['role'])}"
         raise JsonlError(msg)
     if kind == "memory" and not data.get("id"):
         data["id"] = _derived_id(
@@ -195,6 +196,26 @@ def _item(number: int, obj: object) -> Item | None:
     return Item(number, kind, user_id, agent_id, data)
 
 
+def _decoded(lines: Iterable[str]) -> Iterator[str]:
+    """`lines`, with a file that is not UTF-8 text reported as a `JsonlError`."""
+    iterator = iter(lines)
+    number = 0
+    while True:
+        number += 1
+        try:
+            line = next(iterator)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            msg = (
+                f"line {number} or the lines after it: not UTF-8 text ({exc.reason} at byte "
+                f"{exc.start} of a block read); import-jsonl reads JSON Lines as written by "
+                "'export'. Is this a binary or compressed file?"
+            )
+            raise JsonlError(msg) from None
+        yield line
+
+
 def parse_lines(lines: Iterable[str]) -> Iterator[Item]:
     """Parse JSONL text line by line; blank lines are skipped.
 
@@ -202,7 +223,7 @@ def parse_lines(lines: Iterable[str]) -> Iterator[Item]:
         JsonlError: On the first line that is not valid JSON or not a valid item; the message
             starts with `line N:`.
     """
-    for number, raw in enumerate(lines, 1):
+    for number, raw in enumerate(_decoded(lines), 1):
         text = raw.strip()
         if number == 1:
             text = text.removeprefix("\ufeff")
@@ -212,6 +233,12 @@ def parse_lines(lines: Iterable[str]) -> Iterator[Item]:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
             msg = f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
+            raise JsonlError(msg) from exc
+        except RecursionError:
+            msg = f"line {number}: JSON nested too deeply to read; an item is a flat object"
+            raise JsonlError(msg) from None
+        except ValueError as exc:  # an integer of more than 4300 digits
+            msg = f"line {number}: a value JSON cannot be read as ({exc})"
             raise JsonlError(msg) from exc
         item = _item(number, obj)
         if item is not None:

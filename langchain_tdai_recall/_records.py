@@ -55,6 +55,8 @@ TimeInput = str | dt.date | dt.datetime | None
 
 MAX_ID_CHARS: Final = 256
 """Longest accepted id, in code points."""
+MAX_NAME_BYTES: Final = 255
+"""Longest file or folder name most file systems accept, in UTF-8 bytes."""
 MAX_SQL_INT: Final = 2**63 - 1
 """Largest integer SQLite stores (limits and offsets above it cannot be meant)."""
 
@@ -88,7 +90,7 @@ def check_id(field: str, value: object) -> str:
         ConfigError: For any other id field.
     """
     if not isinstance(value, str) or not value.strip():
-        msg = f"{field} must be a non-empty string, got {value!r}"
+        msg = f"{field} must be a non-empty string, got {shown(value)}"
         raise _fail(field, msg)
     if (
         len(value) > MAX_ID_CHARS
@@ -113,7 +115,7 @@ def resolve_scope(user_id: object, agent_id: object, *, default_user: str) -> Sc
 def check_int(field: str, value: object, *, low: int, high: int, fix: str = "") -> int:
     """Return `value` if it is an integer (not a bool) in `low..high`, else raise `ConfigError`."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        msg = f"{field} must be an integer in {low}..{high}, got {value!r}{fix}"
+        msg = f"{field} must be an integer in {low}..{high}, got {shown(value)}{fix}"
         raise ConfigError(msg)
     return value
 
@@ -121,7 +123,7 @@ def check_int(field: str, value: object, *, low: int, high: int, fix: str = "") 
 def check_optional_str(field: str, value: object) -> str | None:
     """Return `value` if it is a string or `None`, else raise `ConfigError`."""
     if value is not None and not isinstance(value, str):
-        msg = f"{field} must be a string or None, got {type(value).__name__} {value!r}"
+        msg = f"{field} must be a string or None, got {type(value).__name__} {shown(value)}"
         raise ConfigError(msg)
     return value
 
@@ -144,18 +146,18 @@ def check_store_path(path: object) -> Path | str | None:
     elif isinstance(path, os.PathLike):
         raw = os.fspath(path)
         if not isinstance(raw, str):
-            msg = f"path must be a text path, got bytes {raw!r}; decode it first"
+            msg = f"path must be a text path, got bytes {shown(raw)}; decode it first"
             raise ConfigError(msg)
         text = raw
     else:
         msg = (
             f"path must be a directory path (str or os.PathLike), a postgresql:// URL, a store "
-            f"object or None for an in-memory store, got {type(path).__name__} {path!r}"
+            f"object or None for an in-memory store, got {type(path).__name__} {shown(path)}"
         )
         raise ConfigError(msg)
     if not text.strip():
         msg = (
-            f"path must name a directory, got {path!r}; pass None for an in-memory store or a "
+            f"path must name a directory, got {shown(path)}; pass None for an in-memory store or a "
             "directory such as './memory'"
         )
         raise ConfigError(msg)
@@ -169,9 +171,50 @@ def check_store_path(path: object) -> Path | str | None:
         )
         raise ConfigError(msg)
     if _SURROGATE_RE.search(text) or "\x00" in text:
-        msg = f"path {text!r} contains characters no file system accepts"
+        msg = f"path {shown(text)} contains characters no file system accepts"
         raise ConfigError(msg)
+    for part in Path(text).parts:
+        if len(part.encode("utf-8")) > MAX_NAME_BYTES:
+            msg = (
+                f"path {shown(text)} has a folder or file name of {len(part.encode('utf-8'))} "
+                f"bytes ({shown(part)}); file systems accept at most {MAX_NAME_BYTES}: use a "
+                "shorter directory name"
+            )
+            raise ConfigError(msg)
     return Path(text).expanduser()
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """`repr(value)` for a message, cut to about `limit` characters with an ellipsis.
+
+    Error messages quote the bad value, but a 100 KB value must not become a 100 KB message.
+    """
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # nested too deeply; an int of > 4300 digits
+        text = f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
+def check_lookup(field: str, value: object) -> str:
+    """Return `value` if it is a string that could name something stored, else raise.
+
+    A lookup does not apply the length rules of new ids (an id that cannot exist is just not
+    found), but a lone surrogate can be neither stored nor encoded.
+
+    Raises:
+        ConfigError: Naming `field`.
+    """
+    if not isinstance(value, str):
+        msg = f"{field} must be a string, got {type(value).__name__} {shown(value)}"
+        raise ConfigError(msg)
+    if _SURROGATE_RE.search(value):
+        msg = (
+            f"{field} {shown(value)} contains a lone surrogate, which is not valid Unicode text "
+            f"and is never part of a stored {field}; pass the {field} as the store returned it"
+        )
+        raise ConfigError(msg)
+    return value
 
 
 def _redact(url: str) -> str:
@@ -185,7 +228,7 @@ def _redact(url: str) -> str:
 def _invalid_time(field: str, value: object) -> ConfigError:
     msg = (
         f"{field} must be an ISO-8601 date or date-time (e.g. '2025-05-01' or "
-        f"'2025-05-01T14:30:00+08:00'), a date or a datetime, got {value!r}"
+        f"'2025-05-01T14:30:00+08:00'), a date or a datetime, got {shown(value)}"
     )
     return ConfigError(msg)
 
@@ -223,8 +266,8 @@ def _check_order(start: str | None, end: str | None) -> None:
         return
     if _moment(start, end=False) > _moment(end, end=True):
         msg = (
-            f"activity_start_time {start!r} is after activity_end_time {end!r}; swap them or "
-            "correct one of them"
+            f"activity_start_time {shown(start)} is after activity_end_time {shown(end)}; swap "
+            "them or correct one of them"
         )
         raise ConfigError(msg)
 
@@ -239,9 +282,9 @@ def normalize_instant(field: str, value: object, *, default: str) -> str:
     if isinstance(value, dt.datetime):
         return value.isoformat()
     if isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value) or not 0 <= value <= _MAX_EPOCH_MS:
+        if not 0 <= value <= _MAX_EPOCH_MS or not math.isfinite(value):  # a huge int: no isfinite
             msg = (
-                f"{field} {value!r} is not a time: epoch milliseconds must be in "
+                f"{field} {shown(value)} is not a time: epoch milliseconds must be in "
                 f"0..{_MAX_EPOCH_MS} (years 1970..9999); pass an ISO-8601 date-time instead"
             )
             raise ConfigError(msg)
@@ -257,7 +300,7 @@ def normalize_instant(field: str, value: object, *, default: str) -> str:
             return text
     msg = (
         f"{field} must be an ISO-8601 date-time (e.g. '2025-05-01T14:30:00Z'), epoch "
-        f"milliseconds or a datetime, got {value!r}"
+        f"milliseconds or a datetime, got {shown(value)}"
     )
     raise ConfigError(msg)
 
@@ -301,11 +344,14 @@ def memory_record(data: object, scope: Scope, now: str) -> MemoryRecord:
         raise ConfigError(msg)
     mtype = fields.get("type", "episodic")
     if mtype not in MEMORY_TYPES:
-        msg = f"type must be one of {list(MEMORY_TYPES)}, got {mtype!r}"
+        msg = f"type must be one of {list(MEMORY_TYPES)}, got {shown(mtype)}"
         raise ConfigError(msg)
     priority = fields.get("priority", 50)
     if isinstance(priority, bool) or not isinstance(priority, int) or not -1 <= priority <= 100:
-        msg = f"priority must be an integer in -1..100 (-1: strict global rule), got {priority!r}"
+        msg = (
+            "priority must be an integer in -1..100 (-1: strict global rule), "
+            f"got {shown(priority)}"
+        )
         raise ConfigError(msg)
     raw_sources = fields.get("source_message_ids") or ()
     sources = (

@@ -29,6 +29,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from langchain_tdai_recall._records import shown
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.formation.config import ExtractionConfig, PersonaConfig, PipelineConfig
 from langchain_tdai_recall.types import LanguageSetting, OnError, Strategy
@@ -117,15 +118,21 @@ def _problems(exc: ValidationError) -> list[tuple[str, str]]:
     """(dotted field, what is wrong) pairs; nested models' problems get their full path."""
     out: list[tuple[str, str]] = []
     for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err["loc"])
+        loc = ".".join(_key(p) for p in err["loc"])
         inner = (err.get("ctx") or {}).get("error")
         if isinstance(inner, ConfigError) and inner.problems:
             out += [(".".join(x for x in (loc, sub) if x), text) for sub, text in inner.problems]
         elif err["type"] == "extra_forbidden":
-            out.append((loc, f"unknown key (value {err['input']!r}); check the spelling"))
+            out.append((loc, f"unknown key (value {shown(err['input'])}); check the spelling"))
         else:
-            out.append((loc, f"{err['msg']} (got {err['input']!r})"))
+            out.append((loc, f"{err['msg']} (got {shown(err['input'])})"))
     return out
+
+
+def _key(part: object) -> str:
+    """One step of a field path for a message (a key may be any length: cut it)."""
+    text = str(part)
+    return text if len(text) <= 80 else f"{text[:79]}…"
 
 
 def _config_error(exc: ValidationError, *, source: str | None = None) -> ConfigError:
@@ -444,8 +451,8 @@ class TdaiConfig(_ConfigModel):
             given = recall.get("language")
             if given is not None and given != language:
                 msg = (
-                    f"language is set twice with different values (top level {language!r}, "
-                    f"recall.language {given!r}); keep one of them"
+                    f"language is set twice with different values (top level {shown(language)}, "
+                    f"recall.language {shown(given)}); keep one of them"
                 )
                 raise ValueError(msg)
             data["recall"] = {**recall, "language": language}
@@ -495,6 +502,18 @@ class TdaiConfig(_ConfigModel):
             raise ConfigError(msg) from exc
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             msg = f"config file {str(p)!r} is not readable JSON: {exc}"
+            raise ConfigError(msg) from exc
+        except RecursionError:
+            msg = (
+                f"config file {str(p)!r} nests its JSON too deeply to read; a configuration is "
+                "at most three levels deep (see TdaiConfig)"
+            )
+            raise ConfigError(msg) from None
+        except ValueError as exc:  # an integer of more than 4300 digits
+            msg = (
+                f"config file {str(p)!r} holds a value JSON cannot be read as ({exc}); use "
+                "numbers within the documented ranges"
+            )
             raise ConfigError(msg) from exc
         if not isinstance(data, dict):
             msg = f"config file {str(p)!r} must hold a JSON object, got {type(data).__name__}"
@@ -591,15 +610,15 @@ def _resolve_timezone(name: str) -> tuple[Any, str | None]:
         hours, minutes = int(m.group(2)), int(m.group(3))
         if hours > 23 or minutes > 59:
             return _resolve_timezone("system")[0], (
-                f"timezone offset {name!r} is out of range; use -23:59..+23:59"
+                f"timezone offset {shown(name)} is out of range; use -23:59..+23:59"
             )
         delta = dt.timedelta(hours=hours, minutes=minutes)
         return dt.timezone(-delta if m.group(1) == "-" else delta), None
     try:
         return ZoneInfo(name), None
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file
         return _resolve_timezone("system")[0], (
-            f"timezone {name!r} is unknown; use 'system', an IANA name or ±HH:MM"
+            f"timezone {shown(name)} is unknown; use 'system', an IANA name or ±HH:MM"
         )
 
 

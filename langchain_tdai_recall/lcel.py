@@ -81,11 +81,20 @@ def _to_messages(value: Any) -> list[BaseMessage]:
         return value.to_messages()
     if isinstance(value, str):
         return [HumanMessage(content=value)]
-    if isinstance(value, Sequence):
-        return convert_to_messages(value)
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        try:
+            return convert_to_messages(value)
+        except (ValueError, TypeError, NotImplementedError):  # langchain's words for a bad item
+            kinds = sorted({type(item).__name__ for item in value})
+            msg = (
+                "the recall step takes a list of messages (BaseMessage, (role, text) pairs or "
+                f"dicts with role and content), got a list of {', '.join(kinds)}"
+            )
+            raise ConfigError(msg) from None
     msg = (
         "the recall step takes a PromptValue, a string or a list of messages, "
         f"got {type(value).__name__}"
+        + (" (decode bytes to str first)" if isinstance(value, bytes | bytearray) else "")
     )
     raise ConfigError(msg)
 

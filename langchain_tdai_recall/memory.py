@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING, Any, Final, Literal, ParamSpec, Self, TypeVar,
 
 from langchain_core.embeddings import Embeddings
 
+from langchain_tdai_recall._breaker import StoreBreaker
 from langchain_tdai_recall._records import (
     MAX_SQL_INT,
     TimeInput,
     check_int,
+    check_lookup,
     check_optional_str,
     check_store_path,
     clean_text,
@@ -42,6 +44,7 @@ from langchain_tdai_recall._records import (
     message_records,
     now_iso,
     resolve_scope,
+    shown,
     turn_records,
 )
 from langchain_tdai_recall._threads import DaemonExecutor
@@ -162,10 +165,11 @@ def _check_timeout(field: str, value: object) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
+        or not 0 <= value <= _MAX_CLOSE_TIMEOUT_S  # first: isfinite overflows on a huge int
         or not math.isfinite(value)
-        or not 0 <= value <= _MAX_CLOSE_TIMEOUT_S
     ):
-        msg = f"{field} must be a number of seconds in 0..{_MAX_CLOSE_TIMEOUT_S:.0f}, got {value!r}"
+        limit = f"{_MAX_CLOSE_TIMEOUT_S:.0f}"
+        msg = f"{field} must be a number of seconds in 0..{limit}, got {shown(value)}"
         raise ConfigError(msg)
     return float(value)
 
@@ -173,7 +177,7 @@ def _check_timeout(field: str, value: object) -> float:
 def _check_flag(field: str, value: object, *, optional: bool = False) -> None:
     if not isinstance(value, bool) and not (optional and value is None):
         allowed = "True, False or None" if optional else "True or False"
-        msg = f"{field} must be {allowed}, got {value!r}"
+        msg = f"{field} must be {allowed}, got {shown(value)}"
         raise ConfigError(msg)
 
 
@@ -281,6 +285,8 @@ class TdaiMemory:
             max_input_chars=config.embedding.max_input_chars,
         )
         self._rerank_pool = DaemonExecutor(2, name="tdai-rerank")
+        self._store_breaker = StoreBreaker.for_recall(config.recall.timeout_ms)
+        """Memory tools fail fast for a while after the store did not answer a recall in time."""
         self._engine = RecallEngine(
             store,
             self._searcher,
@@ -719,20 +725,14 @@ class TdaiMemory:
     ) -> MemoryRecord | None:
         """One memory of the scope by id, or `None`."""
         scope = self.scope(user_id, agent_id)
-        if not isinstance(cast("object", id), str):
-            msg = f"id must be a string, got {type(id).__name__} {id!r}"
-            raise ConfigError(msg)
-        return self._store.get_memory(scope, id)
+        return self._store.get_memory(scope, check_lookup("id", id))
 
     def delete_memory(
         self, id: str, *, user_id: str | None = None, agent_id: str | None = None
     ) -> bool:
         """Delete one memory of the scope; returns whether it existed."""
         scope = self.scope(user_id, agent_id)
-        if not isinstance(cast("object", id), str):
-            msg = f"id must be a string, got {type(id).__name__} {id!r}"
-            raise ConfigError(msg)
-        return self._store.delete_memories(scope, [id]) > 0
+        return self._store.delete_memories(scope, [check_lookup("id", id)]) > 0
 
     def list_memories(
         self,
@@ -749,7 +749,7 @@ class TdaiMemory:
         """
         scope = self.scope(user_id, agent_id)
         if type is not None and type not in MEMORY_TYPES:
-            msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {type!r}"
+            msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {shown(type)}"
             raise ConfigError(msg)
         if limit is not None:
             check_int("limit", limit, low=0, high=MAX_SQL_INT, fix=" (or None for all)")
@@ -892,9 +892,9 @@ class TdaiMemory:
         """One scene of the scope by name; `None` if absent. Paths and `..` raise `ConfigError`."""
         scope = self.scope(user_id, agent_id)
         if not isinstance(cast("object", name), str):
-            msg = f"scene name must be a string, got {type(name).__name__} {name!r}"
+            msg = f"scene name must be a string, got {type(name).__name__} {shown(name)}"
             raise ConfigError(msg)
-        return self._store.read_scene(scope, name)
+        return self._store.read_scene(scope, clean_text(name))  # as `upsert_scene` stored it
 
     def delete_scene(
         self, name: str, *, user_id: str | None = None, agent_id: str | None = None
@@ -902,9 +902,9 @@ class TdaiMemory:
         """Delete one scene of the scope; returns whether it existed."""
         scope = self.scope(user_id, agent_id)
         if not isinstance(cast("object", name), str):
-            msg = f"scene name must be a string, got {type(name).__name__} {name!r}"
+            msg = f"scene name must be a string, got {type(name).__name__} {shown(name)}"
             raise ConfigError(msg)
-        return self._store.delete_scene(scope, name)
+        return self._store.delete_scene(scope, clean_text(name))  # as `upsert_scene` stored it
 
     # -- recall and search --------------------------------------------------------------------
 
@@ -945,7 +945,10 @@ class TdaiMemory:
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
-        return self._engine.recall(self._user_text(user_text), scope, request)
+        started = time.monotonic()
+        result = self._engine.recall(self._user_text(user_text), scope, request)
+        self._store_breaker.record(started=started, answered=result is not None)
+        return result
 
     async def arecall(
         self,
@@ -962,7 +965,10 @@ class TdaiMemory:
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
-        return await self._engine.arecall(self._user_text(user_text), scope, request)
+        started = time.monotonic()
+        result = await self._engine.arecall(self._user_text(user_text), scope, request)
+        self._store_breaker.record(started=started, answered=result is not None)
+        return result
 
     def _search(
         self,
@@ -977,7 +983,7 @@ class TdaiMemory:
         check_int("limit", limit, low=1, high=100)
         floor = self.config.tools.min_score if min_score is None else min_score
         if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1:
-            msg = f"min_score must be a number in 0..1 or None, got {min_score!r}"
+            msg = f"min_score must be a number in 0..1 or None, got {shown(min_score)}"
             raise ConfigError(msg)
         if query is not None and not isinstance(query, str | list | tuple):
             msg = f"query must be a string, got {type(query).__name__} {query!r:.60}"
@@ -1027,7 +1033,7 @@ class TdaiMemory:
         """
         scope = self.scope(user_id, agent_id)
         if type is not None and type not in MEMORY_TYPES:
-            msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {type!r}"
+            msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {shown(type)}"
             raise ConfigError(msg)
         check_optional_str("scene", scene)
         hits = self._search(scope, "l1", query, limit, min_score, kind=type, group=scene or None)
@@ -1533,10 +1539,7 @@ class TdaiMemory:
         holds an id. A DEBUG log line says so.
         """
         scope = self.scope(user_id, agent_id)
-        if not isinstance(cast("object", memory_id), str):
-            msg = f"memory_id must be a string, got {type(memory_id).__name__} {memory_id!r}"
-            raise ConfigError(msg)
-        versions = self._store.memory_history(scope, memory_id)
+        versions = self._store.memory_history(scope, check_lookup("memory_id", memory_id))
         if not versions:
             logger.debug(
                 "history(%r): the scope (user %r, agent %r) never held this id; ids of other "
@@ -1736,7 +1739,7 @@ class TdaiMemory:
         """Import a TencentDB Agent Memory data directory into one scope (SPEC §8)."""
         self.scope(user_id, agent_id)
         if not isinstance(cast("object", data_dir), str | os.PathLike) or not str(data_dir).strip():
-            msg = f"data_dir must be a directory path, got {data_dir!r}"
+            msg = f"data_dir must be a directory path, got {shown(data_dir)}"
             raise ConfigError(msg)
         from langchain_tdai_recall.upstream import import_upstream  # noqa: PLC0415
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, cast
@@ -34,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationErr
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import override
 
+from langchain_tdai_recall._breaker import StoreBreaker
 from langchain_tdai_recall._turn import (
     BUDGET_EXHAUSTED_MESSAGE,
     CAPPED_TOOL_NAMES,
@@ -462,15 +464,36 @@ class _MemoryToolBase(BaseTool):
         report_failure(exc, action=self.name, on_error=self.memory.config.recall.on_error)
         return ToolException(TOOL_FAILED_MESSAGE.format(tool=self.name, error=type(exc).__name__))
 
+    def _breaker(self) -> StoreBreaker | None:
+        """The memory's store breaker; a call while it is open fails at once."""
+        breaker = getattr(self.memory, "_store_breaker", None)
+        if not isinstance(breaker, StoreBreaker):
+            return None
+        if breaker.remaining() > 0:
+            logger.info("%s skipped: the memory store did not answer in time", self.name)
+            raise ToolException(
+                TOOL_FAILED_MESSAGE.format(
+                    tool=self.name,
+                    error=f"the memory store did not answer within {breaker.waited():.0f} s",
+                )
+            )
+        return breaker
+
     def _drive(self, steps: _Steps) -> ToolOutput:
         try:
             request = next(steps)
             while True:
                 method = getattr(self.memory, request.method)
+                breaker = self._breaker()
+                started = time.monotonic()
                 try:
                     reply = method(*request.args, **request.kwargs)
                 except Exception as exc:  # the store failing must not end the agent
+                    if breaker is not None:
+                        breaker.record(started=started, answered=False)
                     raise self._failed(exc) from exc
+                if breaker is not None:
+                    breaker.record(started=started, answered=True)
                 request = steps.send(reply)
         except StopIteration as done:
             return cast("ToolOutput", done.value)
@@ -480,10 +503,16 @@ class _MemoryToolBase(BaseTool):
             request = next(steps)
             while True:
                 method = getattr(self.memory, "a" + request.method)
+                breaker = self._breaker()
+                started = time.monotonic()
                 try:
                     reply = await method(*request.args, **request.kwargs)
                 except Exception as exc:
+                    if breaker is not None:
+                        breaker.record(started=started, answered=False)
                     raise self._failed(exc) from exc
+                if breaker is not None:
+                    breaker.record(started=started, answered=True)
                 request = steps.send(reply)
         except StopIteration as done:
             return cast("ToolOutput", done.value)

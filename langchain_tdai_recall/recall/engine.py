@@ -163,11 +163,11 @@ class RecallEngine:
         """Log a backend failure; re-raise it under `on_error="raise"`."""
         if self.config.recall.on_error == "raise":
             raise exc
+        # the message may carry a user id or memory text: only its type above DEBUG
         logger.warning(
-            "recall failed (%s: %s); skipping memory injection for this turn",
-            type(exc).__name__,
-            exc,
+            "recall failed (%s); skipping memory injection for this turn", type(exc).__name__
         )
+        logger.debug("recall failure: %s", exc)
 
     # -- the work -----------------------------------------------------------------------------
 
@@ -322,9 +322,8 @@ class RecallEngine:
                 None,
             )
         except Exception as exc:  # the reranker must never break recall
-            logger.warning(
-                "reranker failed (%s: %s); injecting the fused order", type(exc).__name__, exc
-            )
+            logger.warning("reranker failed (%s); injecting the fused order", type(exc).__name__)
+            logger.debug("reranker failure: %s", exc)
             return None, f"reranker failed: {type(exc).__name__}: {exc}"
 
     def _block(

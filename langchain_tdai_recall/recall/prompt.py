@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from langchain_tdai_recall.text.lookalike import OPENER_CHARS, fold
+from langchain_tdai_recall.text.lookalike import ANY_LETTER, fold
 from langchain_tdai_recall.text.tags import (
     INJECTED_TAGS,
     KEY_MEMORIES_TAG,
@@ -153,23 +153,50 @@ _TEMPLATE_BRACKETS: Final = (
     "tool_calls",
     "tool_results",
 )
-# These patterns run on the folded view of `text.lookalike` (lower case, look-alike brackets and
-# hyphens folded, invisible characters gone); a hyphen or underscore in a name may be written as
-# either, as a space or left out. Possessive quantifiers keep them linear.
+
+
+def _flex(name: str, *, any_letter: bool) -> str:
+    """A pattern for `name` in the folded view of `text.lookalike`.
+
+    Any separator (or none) where it has `-` or `_`, and with `any_letter`, `ANY_LETTER` in place
+    of each letter.
+    """
+    parts: list[str] = []
+    for char in name:
+        if char in "-_":
+            parts.append(f"[^a-z0-9{ANY_LETTER}<>]?")
+        elif char.isalpha() and any_letter:
+            # `|`, `1` and `0` pass for `l`, `i` and `o` (Unicode's confusables skeleton agrees)
+            extra = {"l": "|1", "i": "|1", "o": "0"}.get(char, "")
+            parts.append(f"[{char}{extra}{ANY_LETTER}]")
+        else:
+            parts.append(re.escape(char))
+    return "".join(parts)
+
+
+# These patterns run on the folded view of `text.lookalike` (lower case, look-alike brackets,
+# slashes, bars and dashes folded, accents and invisible characters gone, letters of other
+# alphabets as `ANY_LETTER`). A block or role tag name matches with look-alike letters; the short
+# template names (`s`, `sys`, `bos`, ...) only with Latin letters, so that `⟨ψ|φ⟩` stays as it is.
+# Possessive quantifiers keep them linear.
 _FLEX_NAMES: Final = "|".join(
-    re.sub(r"\\-|_", "[-_ ]?", re.escape(name)) for name in (*_PROTECTED_TAGS, *_TEMPLATE_TAGS)
+    [_flex(name, any_letter=True) for name in _PROTECTED_TAGS]
+    + [_flex(name, any_letter=False) for name in _TEMPLATE_TAGS]
 )
-_TAG_OPEN_RE: Final = re.compile(rf"<(?=\s*+(?:/\s*+)?(?:{_FLEX_NAMES})\b)")
+_TAG_OPEN_RE: Final = re.compile(rf"<(?=\s*+(?:[/\\]\s*+)?(?:{_FLEX_NAMES})\b)")
 """`<` opening or closing a block, role or template tag: becomes `&lt;`."""
-_TEMPLATE_TOKEN_RE: Final = re.compile(r"<(?=\|[^|<>\s]{1,64}\|>)")
+_TEMPLATE_TOKEN_RE: Final = re.compile(r"<(?=\|[^|<>\s]{1,64}\|)")
 """`<` of a special token such as `<|im_start|>` or `<|endoftext|>`: becomes `&lt;`."""
 _TEMPLATE_BRACKET_RE: Final = re.compile(
-    r"\[(?=\s*+(?:/\s*+)?(?:"
-    + "|".join(re.escape(name) for name in _TEMPLATE_BRACKETS)
+    r"\[(?=\s*+(?:[/\\]\s*+)?(?:"
+    + "|".join(_flex(name, any_letter=False) for name in _TEMPLATE_BRACKETS)
     + r")\s*+\])"
 )
-"""`[` of an instruction marker such as `[INST]`: becomes a full-width `［`."""
-_OPENER_RE: Final = re.compile("[" + re.escape("".join(sorted(OPENER_CHARS))) + "]")
+"""`[` of an instruction marker such as `[INST]`: becomes `&#91;`."""
+_TAG_CHARS_RE: Final = re.compile("[\U000e0000-\U000e007f]")
+"""The invisible TAG characters: they spell ASCII a model may read ("ASCII smuggling")."""
+_MARKS: Final = {"<": "&lt;", "[": "&#91;"}
+"""What a neutralised opener becomes: nothing that folds back to it."""
 _LINE_BREAK_RE: Final = re.compile(r"[\r\n\u2028\u2029\x85\x0b\x0c]+")
 _CONTROL_RE: Final = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 _SPACES_RE: Final = re.compile(r"[ \t]+")
@@ -217,25 +244,25 @@ def escape_block_text(text: str) -> str:
     - `<` before a protected tag name (a block of this package, `system`, `assistant`, `user`,
       `human`, `tool`), optionally after `/` and spaces, becomes `&lt;`; so does `<` of a chat
       template marker (`<|im_start|>`, `<|endoftext|>`, `</s>`, `<<SYS>>`, `<start_of_turn>`,
-      ...), and `[` of `[INST]`-style markers becomes `［`.
-    - Look-alikes are caught too: any case, full-width or other look-alike brackets, hyphens
-      written as `_` or a space, zero-width and other invisible characters inside the tag.
-    - Control characters are removed. Line breaks are kept (for the persona and scene bodies).
+      ...), and `[` of `[INST]`-style markers becomes `&#91;`.
+    - Look-alikes are caught by rule, not by list (see `text.lookalike`): any character whose
+      Unicode name or compatibility form makes it a `<`, `/`, `[`, `|` or dash, any case, accents,
+      letters of other alphabets in the tag name, invisible characters and combining marks
+      anywhere in the tag.
+    - Control characters and the invisible TAG characters (U+E0000 to U+E007F) are removed. Line
+      breaks are kept (for the persona and scene bodies).
 
+    The result is stable: escaping it again, or folding it, finds nothing more to neutralise.
     Everything else is left exactly as it was. Linear in the length of `text`.
     """
-    text = _CONTROL_RE.sub("", text)
-    if _OPENER_RE.search(text) is None:
+    text = _TAG_CHARS_RE.sub("", _CONTROL_RE.sub("", text))
+    if text.isascii() and "<" not in text and "[" not in text:
         return text
     folded, origin = fold(text)
     replace: dict[int, str] = {}
-    for pattern, mark in (
-        (_TAG_OPEN_RE, "&lt;"),
-        (_TEMPLATE_TOKEN_RE, "&lt;"),
-        (_TEMPLATE_BRACKET_RE, "\uff3b"),
-    ):
+    for pattern in (_TAG_OPEN_RE, _TEMPLATE_TOKEN_RE, _TEMPLATE_BRACKET_RE):
         for m in pattern.finditer(folded):
-            replace[origin[m.start()]] = mark
+            replace[origin[m.start()]] = _MARKS[m.group()]
     if not replace:
         return text
     parts: list[str] = []

@@ -2,12 +2,15 @@
 
 On disk a scope is a folder `scopes/<user>/<agent or @shared>/` holding `persona.md` and
 `scenes/<name>.md`. Folder names percent-encode every byte outside `[A-Za-z0-9_-]`, so no id can
-escape the store directory or collide with another. Scene files start with a small metadata
-header (the original plugin's `-----META-START-----` layout, plus `title`, see
-`text.scene_header`), then a blank line and the body. Writes go to a temporary file
-(`.tmp-<pid>-*.md`) that is renamed over the target, so a killed process leaves either the old or
-the new version; temporary files left by dead processes are removed when a store opens, and are
-never read.
+escape the store directory or collide with another. An id whose encoded name would pass 255
+bytes (the limit of common file systems) gets a folder named by the start of its encoding, `~`
+and a hash of the id (`~` is never part of an encoded name), with the id itself in the folder's
+`.id` file; shorter ids keep their readable names. Scene file names are kept under 200 bytes.
+Scene files start with a small metadata header (the original plugin's `-----META-START-----`
+layout, plus `title`, see `text.scene_header`), then a blank line and the body. Writes go to a
+temporary file (`.tmp-<pid>-*.md`) that is renamed over the target, so a killed process leaves
+either the old or the new version; temporary files left by dead processes are removed when a
+store opens, and are never read.
 """
 
 from __future__ import annotations
@@ -53,6 +56,14 @@ logger = logging.getLogger(__name__)
 
 _UNSAFE_RE: Final = re.compile(r"[\\/:*?\"<>|#%&{}$!'`@=+\[\]^~;,\x00-\x1f\x7f]+")
 _MAX_NAME: Final = 80
+_SURROGATE_RE: Final = re.compile(r"[\ud800-\udfff]")
+_MAX_NAME_BYTES: Final = 200
+"""Longest scene file stem in UTF-8 bytes (a file name may have 255; `.md` and `-N` follow)."""
+_MAX_FOLDER_BYTES: Final = 255
+"""Longest folder name most file systems accept (ext4, APFS, NTFS in UTF-16 units: all >= 255)."""
+_HASHED_HEAD: Final = 80
+"""Bytes of the encoded id kept readable in front of the hash of a long id's folder name."""
+_ID_FILE: Final = ".id"
 _TMP_PREFIX: Final = ".tmp-"
 _TMP_RE: Final = re.compile(r"^\.tmp-(?:(\d+)-)?.*\.md$")
 _ABANDONED_AFTER_S: Final = 3600.0
@@ -69,10 +80,17 @@ def normalize_scene_name(name: str) -> str:
     Whitespace runs become `-`, unsafe punctuation is removed, leading dots and dashes are
     stripped, and the result is at most 80 code points. Raises `ConfigError` when nothing is left.
     """
+    if _SURROGATE_RE.search(str(name)):
+        msg = (
+            f"scene name {_shown(str(name))} contains a lone surrogate (not valid Unicode text); "
+            "use letters, digits, CJK characters, '-', '_' or '.'"
+        )
+        raise ConfigError(msg)
     text = unicodedata.normalize("NFC", str(name)).strip()
     text = re.sub(r"\s+", "-", text)
     text = _UNSAFE_RE.sub("", text)
-    text = re.sub(r"\.{2,}", ".", text).strip(".-")[:_MAX_NAME].strip(".-")
+    text = re.sub(r"\.{2,}", ".", text).strip(".-")
+    text = _fit_bytes(text[:_MAX_NAME], _MAX_NAME_BYTES).strip(".-")
     if not text:
         msg = (
             f"scene name {name!r} has no usable characters; use letters, digits, CJK "
@@ -80,6 +98,19 @@ def normalize_scene_name(name: str) -> str:
         )
         raise ConfigError(msg)
     return text
+
+
+def _shown(text: str) -> str:
+    """`text` quoted for a message: at most 80 code points, with an ellipsis when cut."""
+    return repr(text if len(text) <= 80 else text[:80] + "…")
+
+
+def _fit_bytes(text: str, limit: int) -> str:
+    """The longest prefix of `text` whose UTF-8 encoding has at most `limit` bytes."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= limit:
+        return text
+    return encoded[:limit].decode("utf-8", "ignore")
 
 
 def _now() -> str:
@@ -166,8 +197,8 @@ class DocumentStore(ABC):
         handle = str(name).strip()
         if not handle or handle != normalize_scene_name(handle):
             msg = (
-                f"{name!r} is not a scene name; use one of the names listed in the scene "
-                "navigation (no paths or '..')"
+                f"{_shown(str(name))} is not a scene name; use one of the names listed in the "
+                "scene navigation (no paths or '..')"
             )
             raise ConfigError(msg)
         with self._lock:
@@ -193,7 +224,7 @@ class DocumentStore(ABC):
                 if found is None or found[1] == clean_title:
                     break
                 n += 1
-                name = f"{base[: _MAX_NAME - 4]}-{n}"
+                name = f"{_fit_bytes(base[: _MAX_NAME - 4], _MAX_NAME_BYTES - 4)}-{n}"
             if found is None:
                 info = SceneInfo(
                     name=name,
@@ -217,6 +248,8 @@ class DocumentStore(ABC):
     def delete_scene(self, scope: Scope, name: str) -> bool:
         """Delete a scene by name; returns whether it existed."""
         handle = str(name).strip()
+        if _SURROGATE_RE.search(handle):
+            normalize_scene_name(handle)  # raises ConfigError naming the problem
         if not handle or handle != normalize_scene_name(handle):
             return False
         with self._lock:
@@ -307,12 +340,32 @@ class InMemoryDocuments(DocumentStore):
 
 
 def _encode(part: str) -> str:
-    return "".join(
+    """The folder name of an id: readable when it fits, else a readable start and a hash."""
+    encoded = "".join(
         ch
         if (ch.isascii() and (ch.isalnum() or ch in "_-"))
-        else "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
+        else "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
         for ch in part
     )
+    if len(encoded) <= _MAX_FOLDER_BYTES:  # every name that fitted keeps its old form
+        return encoded
+    head = encoded[:_HASHED_HEAD]
+    cut = head.rfind("%", len(head) - 2)  # never split a %XX escape
+    head = head[:cut] if cut != -1 else head
+    digest = hashlib.sha256(part.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{head}~{digest}"
+
+
+def _decode(folder: Path) -> str | None:
+    """The id a scope folder belongs to; `None` for a hashed name whose `.id` file is gone."""
+    if "~" not in folder.name:
+        return unquote(folder.name)
+    try:
+        text = (folder / _ID_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        logger.debug("scope folder without a readable %s file ignored: %s", _ID_FILE, folder)
+        return None
+    return text if _encode(text) == folder.name else None
 
 
 @contextmanager
@@ -485,13 +538,16 @@ class FileDocuments(DocumentStore):
         if not self.root.is_dir():
             return found
         for user_dir in sorted(self.root.iterdir()):
-            if not user_dir.is_dir():
+            user = _decode(user_dir) if user_dir.is_dir() else None
+            if user is None:
                 continue
             for agent_dir in sorted(user_dir.iterdir()):
                 if not agent_dir.is_dir():
                     continue
-                agent = None if agent_dir.name == "@shared" else unquote(agent_dir.name)
-                scope = Scope(unquote(user_dir.name), agent)
+                agent = None if agent_dir.name == "@shared" else _decode(agent_dir)
+                if agent is None and agent_dir.name != "@shared":
+                    continue
+                scope = Scope(user, agent)
                 if self.get_persona(scope) is not None or self._names(scope):
                     found.append(scope)
         return found
@@ -510,6 +566,17 @@ class FileDocuments(DocumentStore):
                 return None
         return text if text.strip() else None
 
+    def _label(self, scope: Scope) -> None:
+        """Write the `.id` file of each hashed folder of `scope` (before the first file in it)."""
+        user_dir = self.root / _encode(scope.user_id)
+        folders = [(user_dir, scope.user_id)]
+        if scope.agent_id:
+            folders.append((user_dir / _encode(scope.agent_id), scope.agent_id))
+        for folder, value in folders:
+            label = folder / _ID_FILE
+            if "~" in folder.name and not label.exists():
+                _atomic_write(label, value)
+
     def set_persona(self, scope: Scope, text: str | None) -> None:
         path = self.scope_dir(scope) / "persona.md"
         with self._lock:
@@ -517,6 +584,7 @@ class FileDocuments(DocumentStore):
                 with _file_errors("delete", path):
                     path.unlink(missing_ok=True)
             else:
+                self._label(scope)
                 _atomic_write(path, text)
 
     def _scene_path(self, scope: Scope, name: str) -> Path:
@@ -532,6 +600,7 @@ class FileDocuments(DocumentStore):
         return parse_scene_file(name, text)
 
     def _write(self, scope: Scope, block: SceneBlock, title: str) -> None:
+        self._label(scope)
         _atomic_write(self._scene_path(scope, block.info.name), render_scene_file(block, title))
 
     def _remove(self, scope: Scope, name: str) -> bool:

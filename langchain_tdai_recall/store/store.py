@@ -61,7 +61,12 @@ INDEX_CACHE_DIRNAME = "index-cache"
 
 def _prepare_directory(path: Path, *, read_only: bool) -> Path:
     """Check (and, for writing, create) the store directory."""
-    if path.exists() and not path.is_dir():
+    try:
+        exists = path.exists()
+    except OSError as exc:  # a name too long, a symlink loop, ...
+        msg = f"cannot use {path} as a memory store directory: {exc.strerror or exc}"
+        raise StoreError(msg) from exc
+    if exists and not path.is_dir():
         msg = f"{path} is a file, not a memory store directory; pass the store's directory"
         raise StoreError(msg)
     if read_only:

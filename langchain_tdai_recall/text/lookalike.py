@@ -2,60 +2,158 @@
 
 Stored text must not be able to open or close a prompt block or fake a chat-template marker, and
 a model reads `＜relevant-memories＞` (full-width), `<relevant-memories>` with a zero-width space
-after `<`, or `＜｜im_start｜＞` much as it reads the ASCII original. `fold` maps text to a view
-in which such variants look like the ASCII original (NFKC compatibility forms, lower case, a few
-angle-bracket and hyphen look-alikes, invisible characters removed) together with the position
-of each folded character in the original text, so a pattern found in the folded view can be
-neutralised at the right place of the original, which is otherwise left exactly as it was.
+after `<`, `ᐸsystem>` (a Canadian syllabic), `<rеlevаnt-memories>` (two Cyrillic letters) or
+`＜｜im_start｜＞` much as it reads the ASCII original. `fold` maps text to a view in which such
+variants look like the ASCII original, together with the position of each folded character in
+the original text, so a pattern found in the folded view can be neutralised at the right place
+of the original, which is otherwise left exactly as it was.
+
+The view is decided by rules on Unicode properties rather than by a list of known tricks (a list
+is never complete):
+
+- compatibility forms fold as NFKC does (full-width, small forms, mathematical letters), then
+  accents are dropped (NFKD without combining marks) and case is folded;
+- invisible characters (format characters such as zero-width spaces, direction marks and the
+  TAG characters, combining marks, variation selectors, fillers) are dropped;
+- punctuation folds by what its Unicode name says it is: anything named less-than, left-pointing
+  or a left angle, chevron or arrowhead is `<` (and the right-hand ones `>`), a solidus, slash or
+  rising diagonal is `/`, a left square, lenticular or tortoise-shell bracket is `[`, a vertical
+  line or bar is `|`, a dash is `-`. The few look-alikes whose names say nothing of their shape
+  (Unicode's confusables of `<`, `>` and `/`, such as the Canadian syllabics PA and PO) are added
+  by hand;
+- a letter or letter-like symbol that is still not ASCII becomes `ANY_LETTER` (Greek, Cyrillic,
+  Armenian, Cherokee, IPA, ℮, ...), which tag patterns accept in place of any letter: the
+  question is whether a tag name *could be read as* a protected one, and answering it by a table
+  of homoglyphs would miss the next homoglyph. Only ideographs and syllables (Han, kana, Hangul,
+  Bopomofo, Yi), which look like no Latin letter, keep their own form.
 """
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from typing import Final
 
-__all__ = ["OPENER_CHARS", "fold"]
+__all__ = ["ANY_LETTER", "fold"]
+
+ANY_LETTER: Final = "\u00aa"
+"""Stands in the folded view for a letter that may look like any Latin letter. (U+00AA itself
+folds to `a` by NFKC, so it never appears in the view for another reason; it is a word
+character, so `\\b` works around it.)"""
 
 _INVISIBLE: Final = frozenset(
-    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b\u200c\u200d\u200e\u200f"
-    "\u202a\u202b\u202c\u202d\u202e\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069"
-    "\u206a\u206b\u206c\u206d\u206e\u206f\u3164\ufeff\uffa0"
-    + "".join(chr(c) for c in range(0xFE00, 0xFE10))
+    "\u115f\u1160\u17b4\u17b5\u180e\u2800\u3164\uffa0"
+    # drawn as nothing (Hangul fillers, Khmer inherent vowels, Mongolian separator, braille blank)
 )
-"""Characters with no visible form (zero-width spaces and joiners, direction marks, variation
-selectors, soft hyphen, fillers): dropped from the folded view."""
+"""Blank or invisible characters that are neither format characters nor combining marks."""
 
-_EXTRA: Final = {
-    # angle brackets NFKC keeps apart from < and >
-    "\u2039": "<",
-    "\u203a": ">",
-    "\u2329": "<",
-    "\u232a": ">",
-    "\u27e8": "<",
-    "\u27e9": ">",
-    "\u276e": "<",
-    "\u276f": ">",
-    "\u29fc": "<",
-    "\u29fd": ">",
-    "\u3008": "<",
-    "\u3009": ">",
-    # hyphens and dashes
-    "\u2010": "-",
-    "\u2011": "-",
-    "\u2012": "-",
-    "\u2013": "-",
-    "\u2014": "-",
-    "\u2015": "-",
-    "\u2212": "-",
-    "\ufe58": "-",
-    # vertical bars
-    "\u2223": "|",
-    "\u01c0": "|",
+_DROPPED_CATEGORIES: Final = frozenset({"Cf", "Mn", "Me", "Mc"})
+"""Format characters (zero-width, direction marks, TAG characters, soft hyphen) and combining
+marks: nothing a model reads as part of a tag."""
+
+_CONFUSABLE: Final = {
+    # Unicode's confusables of <, > and / whose names do not describe the shape
+    "\u1438": "<",  # CANADIAN SYLLABICS PA
+    "\u16b2": "<",  # RUNIC LETTER KAUNA
+    "\U0001d236": "<",  # GREEK INSTRUMENTAL NOTATION SYMBOL-40
+    "\u1433": ">",  # CANADIAN SYLLABICS PO
+    "\U00016f3f": ">",  # MIAO LETTER ARCHAIC ZZA
+    "\U0001d237": ">",  # GREEK INSTRUMENTAL NOTATION SYMBOL-42
+    "\u1735": "/",  # PHILIPPINE SINGLE PUNCTUATION
+    "\u2041": "/",  # CARET INSERTION POINT
+    "\u2cc6": "/",  # COPTIC CAPITAL LETTER OLD COPTIC ESH
+    "\u3033": "/",  # VERTICAL KANA REPEAT MARK UPPER HALF
+    "\u30ce": "/",  # KATAKANA LETTER NO
+    "\u31d3": "/",  # CJK STROKE SP
+    "\u4e3f": "/",  # CJK UNIFIED IDEOGRAPH-4E3F
+    "\u2f03": "/",  # KANGXI RADICAL SLASH
+    "\U0001d23a": "/",  # GREEK INSTRUMENTAL NOTATION SYMBOL-47
+    "\u01c0": "|",  # LATIN LETTER DENTAL CLICK (also an `l`: tag patterns take `|` for `l`)
+    "\u2223": "|",  # DIVIDES
 }
-"""Look-alikes that NFKC does not fold."""
 
-OPENER_CHARS: Final = frozenset("<[\uff1c\ufe64\uff3b\u2039\u2329\u27e8\u276e\u29fc\u3008")
-"""Characters that fold to `<` or `[`: text without any of them has no marker to neutralise."""
+_UNLIKE_LATIN: Final = (
+    "CJK",
+    "IDEOGRAPHIC",
+    "KANGXI",
+    "HIRAGANA",
+    "KATAKANA",
+    "HALFWIDTH KATAKANA",
+    "HANGUL",
+    "HALFWIDTH HANGUL",
+    "BOPOMOFO",
+    "YI ",
+)
+"""Scripts (first words of a character's Unicode name) of ideographs and syllables, none of which
+looks like a Latin letter: the only letters that keep their own form in the folded view."""
+_LETTER_LIKE: Final = ("L", "N", "So", "Sk")
+"""Categories that can pass for a letter: letters, digits (the Lao zero), symbols (℮)."""
+
+
+_BRACKETS: Final = ("ANGLE", "CHEVRON", "ARROWHEAD", "POINTING")
+_SQUARE: Final = ("SQUARE BRACKET", "LENTICULAR", "TORTOISE SHELL")
+_SHAPES: Final = (
+    # words of which the name has one, the side it must name (if any), the shape
+    (("LESS-THAN",), None, "<"),
+    (("GREATER-THAN",), None, ">"),
+    (_BRACKETS, "LEFT", "<"),
+    (_BRACKETS, "RIGHT", ">"),
+    (_SQUARE, "LEFT", "["),
+    (_SQUARE, "RIGHT", "]"),
+    (("REVERSE SOLIDUS", "BACKSLASH", "FALLING DIAGONAL"), None, "\\"),
+    (("SOLIDUS", "SLASH", "RISING DIAGONAL", "UPPER RIGHT TO LOWER LEFT"), None, "/"),
+    (("VERTICAL LINE", "VERTICAL BAR", "LIGHT VERTICAL", "HEAVY VERTICAL"), None, "|"),
+    (("HYPHEN", "MINUS SIGN"), None, "-"),
+)
+"""What a punctuation character or symbol looks like, by the words of its Unicode name."""
+
+
+def _by_name(name: str) -> str | None:
+    """The ASCII punctuation a character's Unicode name says it looks like, if any."""
+    left, right = "LEFT" in name, "RIGHT" in name
+    side = "LEFT" if left and not right else "RIGHT" if right and not left else None
+    for words, needed, shape in _SHAPES:
+        if (needed is None or needed == side) and any(word in name for word in words):
+            return shape
+    return None
+
+
+@functools.lru_cache(maxsize=8192)
+def _fold_char(char: str) -> str:
+    """The folded form of one non-ASCII character (possibly empty, possibly several)."""
+    if char in _INVISIBLE:
+        return ""
+    if char in _CONFUSABLE:
+        return _CONFUSABLE[char]
+    category = unicodedata.category(char)
+    if category in _DROPPED_CATEGORIES:
+        return ""
+    name = unicodedata.name(char, "")
+    if category.startswith(("P", "S")):
+        shape = _by_name(name)
+        if shape is not None:
+            return shape
+        if category == "Pd":
+            return "-"
+    compat = unicodedata.normalize("NFKC", char).casefold()
+    bare = "".join(
+        c
+        for c in unicodedata.normalize("NFKD", compat)
+        if unicodedata.category(c) not in _DROPPED_CATEGORIES
+    )
+    out: list[str] = []
+    for part in bare:
+        if part.isascii():
+            out.append(part)
+        elif part != char:
+            out.append(_fold_char(part))
+        elif unicodedata.category(part).startswith(_LETTER_LIKE) and not name.startswith(
+            _UNLIKE_LATIN
+        ):
+            out.append(ANY_LETTER)
+        else:
+            out.append(part)
+    return "".join(out)
 
 
 def fold(text: str) -> tuple[str, list[int]]:
@@ -72,10 +170,7 @@ def fold(text: str) -> tuple[str, list[int]]:
             folded.append(char.lower())
             origin.append(index)
             continue
-        if char in _INVISIBLE:
-            continue
-        mapped = _EXTRA.get(char) or unicodedata.normalize("NFKC", char).casefold()
-        for part in mapped:
-            folded.append(_EXTRA.get(part, part))
+        for part in _fold_char(char):
+            folded.append(part)
             origin.append(index)
     return "".join(folded), origin

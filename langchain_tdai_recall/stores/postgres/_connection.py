@@ -27,6 +27,7 @@ import itertools
 import logging
 import math
 import os
+import re
 import select
 import socket
 import struct
@@ -254,8 +255,20 @@ class Database:
         application_name: str = "langchain-tdai-recall",
     ) -> None:
         self.display = redact(url)
-        self.timeout_s = timeout_s
         self._url = url
+        self._secrets = _secrets(url)
+        problem = ""
+        try:  # libpq's own parser, before anything connects (its errors quote the whole URL)
+            psycopg.conninfo.conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            problem = self._scrub(_first_line(exc))
+        if problem:  # raised outside the handler: no exception with the URL in its context
+            msg = (
+                f"the PostgreSQL URL {self.display} cannot be parsed ({problem}). Fix the URL: "
+                "postgresql://user:password@host:port/database (an IPv6 host in [brackets])"
+            )
+            raise StoreError(msg)
+        self.timeout_s = timeout_s
         self._closed = False
         self._vector_type: TypeInfo | None = None
         self._watchdog = _Watchdog(f"tdai-pg-watchdog-{id(self):x}")
@@ -306,7 +319,7 @@ class Database:
         try:  # one direct attempt, for the server's own words (bad password, no database, ...)
             psycopg.connect(self._url, **{**self._kwargs, "connect_timeout": 2}).close()
         except psycopg.Error as direct:
-            reason = f": {_first_line(direct)}"
+            reason = f": {self._scrub(_first_line(direct))}"
         except Exception as direct:  # only used for the message
             reason = f": {type(direct).__name__}"
         msg = (
@@ -320,11 +333,20 @@ class Database:
         try:
             return psycopg.connect(self._url, **self._kwargs)
         except psycopg.Error as exc:
-            msg = (
-                f"cannot connect to PostgreSQL at {self.display}: {_first_line(exc)}. Check "
-                "that the server runs and the URL, user and password are right"
-            )
-            raise StoreError(msg) from exc
+            reason = self._scrub(_first_line(exc))
+        # raised outside the handler: the driver's exception may quote the whole URL
+        msg = (
+            f"cannot connect to PostgreSQL at {self.display}: {reason}. Check that the server "
+            "runs and the URL, user and password are right"
+        )
+        raise StoreError(msg)
+
+    def _scrub(self, text: str) -> str:
+        """`text` (a driver's message) with the URL and its password replaced."""
+        text = text.replace(self._url.strip(), self.display)
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def set_vector_type(self, info: TypeInfo | None) -> None:
         """Register pgvector's `vector` type (found by setup) on every pooled connection."""
@@ -440,7 +462,7 @@ class Database:
 
     def _translate(self, exc: psycopg.Error, action: str) -> NoReturn:
         where = self.display
-        detail = _first_line(exc)
+        detail = self._scrub(_first_line(exc))
         if isinstance(exc, pg_errors.QueryCanceled):
             msg = (
                 f"PostgreSQL at {where} took longer than {self.timeout_s:g} s to {action} and "
@@ -477,6 +499,23 @@ class Database:
             raise StoreError(msg) from exc
         msg = f"PostgreSQL at {where} failed to {action}: {detail}"
         raise StoreError(msg) from exc
+
+
+def _secrets(url: str) -> list[str]:
+    """The passwords in `url`, longest first, as written and decoded.
+
+    Found without a full parse (the URL may be one libpq rejects): the password of the authority
+    part (`scheme://user:password@...`) and any `password=` parameter.
+    """
+    found: list[str] = []
+    authority = re.match(r"[A-Za-z][\w+.-]*://([^/?#]*)@", url.strip())
+    if authority and ":" in authority.group(1):
+        password = authority.group(1).split(":", 1)[1]
+        found += [password, unquote(password)]
+    for m in re.finditer(r"(?:^|[\s&?])password\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&]+)", url):
+        value = m.group(1)
+        found += [value, value.strip("'"), unquote(value)]
+    return sorted({f for f in found if f}, key=len, reverse=True)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -344,3 +344,83 @@ def test_tool_store_failure_raises_when_configured() -> None:
         memory.search_memories = broken  # type: ignore[method-assign]
         with pytest.raises(RuntimeError, match="disk on fire"):
             memory.tools()[0].invoke(_tool_call("tdai_memory_search", {"query": "seats"}))
+
+
+def test_a_store_that_did_not_answer_recall_makes_the_tools_fail_fast() -> None:
+    # issue 18 #17: with the database frozen, a turn waited out recall's budget and then the
+    # store's timeout once more in the memory tool; now the tool fails at once until the store
+    # answers again (the next recall probes it)
+    import time
+
+    from langchain_tdai_recall.errors import StoreError
+
+    config = {"recall": {"timeoutMs": 300}, "embedding": {"queryTimeoutMs": 100}}
+    with TdaiMemory.open(None, embeddings=HashEmbeddings(dims=64), config=config) as mem:
+        seed(mem)
+        search = mem._searcher.search
+        frozen = {"on": True}
+
+        def stuck(*args: Any, **kwargs: Any) -> Any:
+            if frozen["on"]:
+                time.sleep(1.5)  # a frozen database: the call waits out the store's timeout
+                msg = "PostgreSQL did not answer within 1.5 s"
+                raise StoreError(msg)
+            return search(*args, **kwargs)
+
+        mem._searcher.search = stuck  # type: ignore[method-assign]
+        assert mem.recall("window seats", user_id="alice") is None  # recall's budget: 0.3 s
+        tool = mem.tools(user_id="alice")[0]
+        started = time.monotonic()
+        result = tool.invoke(_tool_call("tdai_memory_search", {"query": "seats"}))
+        assert time.monotonic() - started < 0.5  # not another 1.5 s
+        assert result.status == "error"
+        assert "did not answer" in str(result.content)
+        assert "answer with the information you already have" in str(result.content)
+        frozen["on"] = False
+        time.sleep(1.6)  # the stuck recall call finishes
+        assert mem.recall("window seats", user_id="alice") is not None  # answers: closed again
+        result = tool.invoke(_tool_call("tdai_memory_search", {"query": "seats"}))
+        assert result.status != "error"
+
+
+async def test_a_tool_call_that_timed_out_makes_the_next_ones_fail_fast() -> None:
+    import time
+
+    from langchain_tdai_recall.errors import StoreError
+
+    with TdaiMemory.open(None, embeddings=HashEmbeddings(dims=64)) as mem:
+        seed(mem)
+
+        async def stuck(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(1.2)  # past min(recall budget, 1 s): the store did not answer
+            msg = "did not answer"
+            raise StoreError(msg)
+
+        mem.asearch_conversations = stuck  # type: ignore[method-assign]
+        search, conversations, _ = mem.tools(user_id="alice")
+        first = await conversations.ainvoke(_tool_call("tdai_conversation_search", {"query": "x"}))
+        assert first.status == "error"
+        started = time.monotonic()
+        second = await search.ainvoke(_tool_call("tdai_memory_search", {"query": "seats"}))
+        assert time.monotonic() - started < 0.5
+        assert second.status == "error" and "did not answer within 1 s" in str(second.content)
+
+
+def test_a_quick_store_error_does_not_open_the_breaker_even_with_recall_off() -> None:
+    with TdaiMemory.open(None, embeddings=None, config={"recall": {"timeoutMs": 0}}) as mem:
+        seed(mem)
+        calls = {"n": 0}
+        search = mem.search_memories
+
+        def flaky(*args: Any, **kwargs: Any) -> Any:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                msg = "refused at once"
+                raise RuntimeError(msg)
+            return search(*args, **kwargs)
+
+        mem.search_memories = flaky  # type: ignore[method-assign]
+        tool = mem.tools(user_id="alice")[0]
+        assert tool.invoke(_tool_call("tdai_memory_search", {"query": "seats"})).status == "error"
+        assert tool.invoke(_tool_call("tdai_memory_search", {"query": "seats"})).status != "error"
+        assert calls["n"] == 2

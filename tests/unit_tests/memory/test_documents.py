@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.store import _documents
 from langchain_tdai_recall.store._documents import parse_scene_file, render_scene_file
 from langchain_tdai_recall.text.scene_header import split_scene_header
@@ -148,3 +149,51 @@ def test_one_scene_header_parser_for_the_store_and_the_importer(tmp_path: Path) 
         is False
     )
     assert split_scene_header("-----META-START-----\nheat: 1\nno end marker")[2] is False
+
+
+@pytest.mark.parametrize("user", ["a" * 256, "😀" * 30, "用户" * 60], ids=["ascii", "emoji", "cjk"])
+def test_an_id_too_long_for_a_folder_name_gets_a_hashed_folder(tmp_path: Path, user: str) -> None:
+    # ext4 and most file systems refuse names over 255 bytes; one such user must not break the
+    # store-wide calls of everyone (stats, the CLI) nor the recall of that user
+    agent = "🤖" * 30
+    with TdaiMemory.open(tmp_path, embeddings=None) as mem:
+        mem.add_memory("likes green tea", user_id="bob")
+        mem.add_memory("likes green tea", user_id=user)
+        info = mem.upsert_scene("trip", summary="to Kyoto", body="May", user_id=user)
+        mem.upsert_scene("work", summary="office", body="desk", user_id=user, agent_id=agent)
+        mem.add_memory("works from home", user_id=user, agent_id=agent)
+        mem.set_persona("a tea drinker", user_id=user)
+        scopes = {(s.user_id, s.agent_id) for s in mem.stats().scopes}
+        assert {("bob", None), (user, None), (user, agent)} <= scopes
+        assert mem.read_scene(info.name, user_id=user) is not None
+        result = mem.recall("green tea", user_id=user)
+        assert result is not None and result.error is None
+        assert "a tea drinker" in (result.append_system_context or "")
+    for folder in (tmp_path / "scopes").rglob("*"):
+        assert len(folder.name.encode("utf-8")) <= 255
+    assert main(["--store", str(tmp_path), "stats"]) == 0  # the CLI's store-wide view too
+    with TdaiMemory.open(tmp_path, embeddings=None) as mem:  # found again after a reopen
+        assert mem.get_persona(user_id=user) == "a tea drinker"
+        assert [s.name for s in mem.list_scenes(user_id=user, agent_id=agent)] == ["work"]
+        assert {(s.user_id, s.agent_id) for s in mem.stats().scopes} == scopes
+
+
+def test_short_ids_keep_their_readable_folder_names(tmp_path: Path) -> None:
+    # stores written before long ids were hashed must find their folders unchanged
+    longest = "b" * 255
+    with TdaiMemory.open(tmp_path, embeddings=None) as mem:
+        mem.set_persona("p", user_id="ali ce")
+        mem.set_persona("p", user_id=longest)
+    assert (tmp_path / "scopes" / "ali%20ce" / "@shared" / "persona.md").is_file()
+    assert (tmp_path / "scopes" / longest / "@shared" / "persona.md").is_file()
+
+
+@pytest.mark.parametrize("name", ["😀" * 80, "旅" * 80, "é" * 200], ids=["emoji", "cjk", "accents"])
+def test_a_long_scene_name_fits_in_a_file_name(tmp_path: Path, name: str) -> None:
+    with TdaiMemory.open(tmp_path, embeddings=None) as mem:
+        first = mem.upsert_scene(name, summary="s", body="b", user_id="u")
+        second = mem.upsert_scene(name + "x", summary="s", body="b", user_id="u")
+        assert len(first.name.encode("utf-8")) <= 200
+        assert mem.read_scene(first.name, user_id="u") is not None
+        assert mem.read_scene(second.name, user_id="u") is not None
+        assert len(mem.list_scenes(user_id="u")) == 2

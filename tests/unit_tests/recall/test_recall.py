@@ -114,6 +114,26 @@ def test_backend_failure_degrades_to_none(monkeypatch: pytest.MonkeyPatch) -> No
         assert mem.recall("peanut", user_id=USER) is None
 
 
+def test_a_failure_is_logged_above_debug_without_its_message(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a backend's message may name the user (a path) or quote memory text
+    caplog.set_level(logging.DEBUG, logger="langchain_tdai_recall")
+    with TdaiMemory.open(None, embeddings=None) as mem:
+        seeded(mem)
+
+        def broken(scope: object) -> None:
+            msg = f"cannot read /stores/users/{USER}-private/persona.md"
+            raise OSError(msg)
+
+        monkeypatch.setattr(mem._store.documents, "get_persona", broken)
+        assert mem.recall("peanut", user_id=USER) is None
+    loud = [r.getMessage() for r in caplog.records if r.levelno > logging.DEBUG]
+    assert any("recall failed (OSError)" in text for text in loud)
+    assert not any(f"{USER}-private" in text for text in loud)
+    assert any(f"{USER}-private" in r.getMessage() for r in caplog.records)  # at DEBUG
+
+
 # -- rule 3/4: cleaning, empty and short text ---------------------------------------------------
 
 

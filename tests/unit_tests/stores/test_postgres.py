@@ -17,6 +17,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.errors import ConfigError, StoreError, StoreWriteError
 from langchain_tdai_recall.stores.postgres._connection import redact
 from langchain_tdai_recall.stores.postgres.store import PostgresMemoryStore
@@ -92,6 +93,37 @@ def test_credentials_never_appear_in_errors_logs_or_output(
     seen += [record.getMessage() for record in caplog.records]
     assert all(SECRET not in text for text in seen)
     assert "no_such_db_" in seen[3]  # the error names the database
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://u:{SECRET}@[::1/db",  # an IPv6 host without its closing bracket
+        f"postgresql://u:{SECRET}@db/memory?no_such_option=1",  # an unknown parameter
+        f"host=db password={SECRET} dbname='unterminated",
+    ],
+)
+def test_a_url_libpq_cannot_parse_never_shows_its_password(
+    url: str, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(StoreError, match="cannot be parsed") as info:  # fails before connecting
+        if "://" in url:
+            TdaiMemory.open(url, embeddings=None, config={"store": {"timeout_ms": 1000}})
+        else:  # a libpq connection string is only taken by the backend itself
+            PostgresMemoryStore(url, timeout_ms=1000)
+    chain: list[BaseException] = []
+    error: BaseException | None = info.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    seen = [str(e) for e in chain] + [record.getMessage() for record in caplog.records]
+    if "://" in url:  # the command line shows the same error
+        assert main(["--store", url, "stats"]) != 0
+    out = capsys.readouterr()
+    seen += [out.out, out.err]
+    assert "cannot be parsed" in out.err or "://" not in url
+    assert all(SECRET not in text for text in seen), seen
 
 
 def test_a_read_only_open_of_an_empty_database_says_what_to_do(postgres_url: str) -> None:
