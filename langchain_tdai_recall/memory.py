@@ -494,7 +494,8 @@ class TdaiMemory:
         every scope is formed (as `extract(all_scopes=True)` does; a failed window stays
         pending and is retried later, see the `tdai_extraction` event or `extract()` for a
         report); and one pass over the rows waiting for a vector has run (rows whose embedding
-        failed are retried once more). Returns `False` when `timeout` seconds passed first.
+        failed are retried once more). Returns `False` when `timeout` seconds passed first, or
+        when formation left anything pending or failed (a window, a scene or persona update).
         """
         self._check_open()
         if timeout is not None:
