@@ -298,6 +298,8 @@ def _validate_one(
     sources: list[L0Message] = []
     for ref in draft.source_ids:
         key = str(ref).strip().strip("[]")
+        if key.isdigit():  # `3` for `m3`
+            key = f"m{int(key)}"
         message = aliases.get(key) or by_id.get(key)
         if message is None:
             out.dropped_source_ids += 1

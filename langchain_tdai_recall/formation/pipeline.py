@@ -405,11 +405,16 @@ class FormationEngine:
             read = read_extraction(call.data)
         except InvalidAnswerError as exc:
             return f"invalid extraction answer: {exc}"
+        if read.rejected:  # committing would lose those memories for good: retry the window
+            return (
+                f"invalid extraction answer: {read.rejected} of "
+                f"{read.rejected + len(read.answer.memories)} memories have no usable text"
+            )
         checked = validate_answer(
             read.answer, window, config=ex, tz=self.tz, previous_situation=situation
         )
         report.bump("extracted", len(checked.memories))
-        report.bump("rejected", read.rejected + checked.rejected + checked.capped)
+        report.bump("rejected", checked.rejected + checked.capped)
         report.bump("downgraded_rules", checked.downgraded_rules)
         plan = self.consolidator.plan(
             request.scope,
