@@ -6,6 +6,9 @@ a cursor (upstream gap G-X1 treated every failure as "nothing to remember").
 
 - Tool-calling models get the pydantic schema through `with_structured_output(...,
   include_raw=True)` (`function_calling` by default; `json_schema` and `json_mode` on request).
+  JSON mode (`response_format={"type": "json_object"}`) sends no schema to the provider, and
+  OpenAI refuses it unless a message says "JSON": the schema and that instruction go into the
+  system prompt, as in prompt mode.
   The raw tool arguments are kept and read leniently by `schemas.read_*`, so one odd field does
   not throw the whole answer away.
 - Models without tool calling (and `structured_output="prompt"`) get the JSON schema in the
@@ -297,6 +300,8 @@ class StructuredCaller:
             runnable = self._structured[schema] = self.model.with_structured_output(
                 schema, method=self.method, include_raw=True
             )
+        if self.method == "json_mode":  # the provider gets no schema: it travels in the prompt
+            system += _prompt_instructions(schema)  # (which also names JSON, as OpenAI requires)
         out = runnable.invoke([SystemMessage(content=system), HumanMessage(content=user)], config)
         if not isinstance(out, dict):
             msg = f"expected the raw and parsed answer, got {type(out).__name__}"

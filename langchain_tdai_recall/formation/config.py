@@ -28,7 +28,9 @@ StructuredOutputMethod = Literal["auto", "function_calling", "json_schema", "jso
 """How the chat model is asked for structured answers.
 
 - `auto`: tool calling when the model supports it, else `prompt`.
-- `function_calling`, `json_schema`, `json_mode`: passed to the model's `with_structured_output`.
+- `function_calling`, `json_schema`, `json_mode`: passed to the model's `with_structured_output`;
+  `json_mode` also puts the schema (and the word JSON, which OpenAI requires) in the prompt,
+  since the provider's JSON mode carries none.
 - `prompt`: the schema is described in the prompt and the JSON answer is parsed tolerantly.
 """
 
