@@ -16,7 +16,8 @@ For each window's new memories, before anything is written:
    memory is ignored; a missing or unknown decision means add; update with several targets is a
    merge; update, merge or delete without a valid target is an add; a skip without candidates
    is an add. Merged priorities stay in 0..100, and -1 survives only if an input had it (a
-   merge cannot mint an absolute rule). Merged activity times must parse and are the earliest
+   merge cannot mint an absolute rule); a merge with steering text (`extraction.steers`) is
+   capped at `STEERING_PRIORITY_CAP`. Merged activity times must parse and are the earliest
    start and latest end of the inputs when the model gives none (compared as instants, G-X11).
 5. **Stable identity** (G-X10): an update keeps the target's id and creation time; a merge keeps
    the oldest target's id and creation time and records the absorbed ids as `merged` versions;
@@ -41,7 +42,12 @@ from langchain_core.runnables import RunnableConfig
 
 from langchain_tdai_recall.formation._llm import CallResult, StructuredCaller
 from langchain_tdai_recall.formation.config import ExtractionConfig
-from langchain_tdai_recall.formation.extraction import NewMemory, parse_activity_time
+from langchain_tdai_recall.formation.extraction import (
+    NewMemory,
+    parse_activity_time,
+    steering_cap,
+    steers,
+)
 from langchain_tdai_recall.formation.prompts import Lang, consolidation_system, consolidation_user
 from langchain_tdai_recall.formation.schemas import (
     ConsolidationAnswer,
@@ -475,6 +481,8 @@ class Consolidator:
             priority = min(max(given, 0), 100)
         else:
             priority = max(r.priority for r in inputs)
+        if memory.steered or steers(content):  # steering text is never pinned, whatever merged
+            priority = steering_cap(priority)
         start, end = self._times(decision, inputs)
         sources = tuple(dict.fromkeys(s for r in inputs for s in r.source_message_ids))
         survivor.record = replace(

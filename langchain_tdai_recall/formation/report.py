@@ -53,7 +53,8 @@ class ExtractionReport:
     rejected: int = 0
     """Proposed memories dropped by validation (empty, malformed, over the per-window cap)."""
     downgraded_rules: int = 0
-    """`-1` standing rules that did not pass the prompt-injection rule (kept as priority 90)."""
+    """Priorities lowered by the prompt-injection rules: a `-1` that did not qualify (kept as
+    90), or a memory from steering text (capped at 50, below every pin level)."""
     decisions: dict[str, int] = field(default_factory=dict)
     """Consolidation totals: `add`, `update`, `merge`, `delete`, `skip`, `duplicate`."""
     invalid_decisions: int = 0

@@ -20,9 +20,10 @@ the per-turn budget are the ones of `_turn.py`: the scope comes from the run
 can reach another scope; its calls are counted per turn like the search tools', against their
 own cap `tools.max_manage_calls_per_turn` (the search cap is unchanged), and a refused call is
 answered with an error `ToolMessage`. The agent cannot mint an absolute standing rule
-(`priority` is 0..100 here). Rows are written without waiting for the embedder: candidates are
-searched like a recall query (its embedding bounded by `embedding.query_timeout_ms`) and the
-vector upkeep embeds the rows afterwards.
+(`priority` is 0..100 here), and text that talks to the memory system or carries role or
+chat-template markers is capped below every pin level, as in extraction. Rows are written
+without waiting for the embedder: candidates are searched like a recall query (its embedding
+bounded by `embedding.query_timeout_ms`) and the vector upkeep embeds the rows afterwards.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from langchain_tdai_recall._turn import (
 )
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.formation.consolidation import Consolidator, Plan
-from langchain_tdai_recall.formation.extraction import NewMemory
+from langchain_tdai_recall.formation.extraction import NewMemory, steering_cap, steers
 from langchain_tdai_recall.formation.prompts import detect_language
 from langchain_tdai_recall.store._formation import Upsert
 from langchain_tdai_recall.store._history import Change
@@ -228,7 +229,7 @@ class MemoryManager:
             old,
             content=text[: self.config.extraction.content_max_chars],
             type=kind,
-            priority=-1 if old.priority == -1 else priority,
+            priority=_corrected_priority(old.priority, priority, text),
             updated_at=_now(),
         )
         self._commit(scope, [Upsert(record, None)], [])
@@ -268,14 +269,16 @@ class MemoryManager:
     def _plan(self, scope: Scope, session: str, text: str, kind: MemoryType, priority: int) -> Plan:
         scope_id = self.records.scope_id(scope, create=True)
         assert scope_id is not None
+        steered = steers(text)
         new = NewMemory(
             content=text[: self.config.extraction.content_max_chars],
             type=kind,
-            priority=priority,
+            priority=steering_cap(priority) if steered else priority,
             situation="",
             activity_start_time=None,
             activity_end_time=None,
             source_ids=(),
+            steered=steered,
         )
         return self.consolidator.plan(
             scope,
@@ -310,6 +313,12 @@ class MemoryManager:
         if outcome.written:
             self.wake_upkeep()
         return list(outcome.written), list(outcome.deleted)
+
+
+def _corrected_priority(old: int, given: int, text: str) -> int:
+    """A corrected memory's priority: a standing rule stays one, steering text is capped."""
+    priority = -1 if old == -1 else given
+    return steering_cap(priority) if steers(text) else priority
 
 
 def _text(content: str | None, action: str) -> str:
