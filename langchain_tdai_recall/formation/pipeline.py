@@ -23,6 +23,7 @@ After the windows, the new memories are folded into the scenes and, when due, th
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import uuid
@@ -69,7 +70,7 @@ from langchain_tdai_recall.types import Scope
 if TYPE_CHECKING:
     from langchain_tdai_recall._embedder import VectorUpkeep
 
-__all__ = ["FormationEngine", "RunRequest", "RunResult", "zone_name"]
+__all__ = ["FormationEngine", "RunRequest", "RunResult", "log_reason", "zone_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +198,12 @@ class FormationEngine:
         try:
             result: RunResult = runnable.invoke((request, progress), run_config)
         except Exception as exc:  # tracing or a callback failed; the run's work stands
-            logger.warning("formation run of %s failed: %s", request.scope, exc)
+            logger.warning(
+                "a formation run of scope #%d failed (%s); details at DEBUG",
+                request.scope_id,
+                type(exc).__name__,
+            )
+            logger.debug("formation run of %s failed: %s", request.scope, exc)
             builder = ReportBuilder()
             builder.error(f"{type(exc).__name__}: {exc}")
             return RunResult(builder.build(), (), (), None)
@@ -225,15 +231,17 @@ class FormationEngine:
             logger.debug("could not dispatch %s: %s", EXTRACTION_EVENT, exc)
         if report.errors:
             logger.warning(
-                "formation of %s: %d window(s) failed, %d message(s) pending (%s)",
-                request.scope,
+                "formation of scope #%d: %d window(s) failed, %d message(s) pending (%s); "
+                "details at DEBUG",
+                request.scope_id,
                 report.failed_windows,
                 report.pending_messages,
-                report.errors[0],
+                log_reason(report.errors[0]),
             )
+            logger.debug("formation of %s failed: %s", request.scope, "; ".join(report.errors))
         logger.info(
-            "formation of %s (%s): %d windows, %d messages, decisions %s, %.0f ms",
-            request.scope,
+            "formation of scope #%d (%s): %d windows, %d messages, decisions %s, %.0f ms",
+            request.scope_id,
             request.reason,
             report.windows,
             report.messages,
@@ -280,7 +288,12 @@ class FormationEngine:
                     break
             scenes_due = self._scene_step(request, bool(formed), report, config)
         except Exception as exc:  # the store closed under us, a bug: report, never raise
-            logger.warning("formation of %s stopped: %s", request.scope, exc, exc_info=True)
+            logger.warning(
+                "formation of scope #%d stopped (%s); details at DEBUG",
+                request.scope_id,
+                type(exc).__name__,
+            )
+            logger.debug("formation of %s stopped: %s", request.scope, exc, exc_info=True)
             report.error(f"{type(exc).__name__}: {exc}")
         finally:
             try:
@@ -355,11 +368,13 @@ class FormationEngine:
                     retry_at=time.time() + self.backoff(state.failures + 1),
                 )
                 logger.info(
-                    "formation window of %s/%s failed (%d in a row): %s",
-                    request.scope,
-                    session_key,
+                    "a formation window of scope #%d failed (%d in a row): %s",
+                    request.scope_id,
                     failures,
-                    error,
+                    log_reason(error),
+                )
+                logger.debug(
+                    "formation window of %s/%s failed: %s", request.scope, session_key, error
                 )
                 return done, False
             done += 1
@@ -566,6 +581,21 @@ class FormationEngine:
         if configured in ("zh", "en"):
             return configured
         return detect_language(texts)
+
+
+_EXC_TYPE_RE: Final = re.compile(
+    r"\s*([A-Za-z_][\w.]*(?:Error|Exception|Warning|Timeout|Exit|Interrupt|Iteration))\b"
+)
+
+
+def log_reason(error: str) -> str:
+    """A report's error line as logs above DEBUG may carry it (kind and exception type only).
+
+    Never the exception message or text from the model: `model call failed: RuntimeError`.
+    """
+    head, sep, rest = error.partition(":")
+    found = _EXC_TYPE_RE.match(rest) if sep else None
+    return f"{head}: {found.group(1)}" if found else head
 
 
 def zone_name(configured: str, tz: Any) -> str:

@@ -271,8 +271,11 @@ class FormationScheduler:
                     self._handle(item)
                 self._fire_timers()
                 self._dispatch()
-            except Exception:  # never let the scheduler die; the store keeps the work
-                logger.warning("formation scheduler error", exc_info=True)
+            except Exception as exc:  # never let the scheduler die; the store keeps the work
+                logger.warning(
+                    "formation scheduler error (%s); details at DEBUG", type(exc).__name__
+                )
+                logger.debug("formation scheduler error", exc_info=True)
             with self._idle:
                 if item is not None:
                     self._in_flight -= 1
