@@ -167,7 +167,9 @@ class PersonaConfig(_SectionModel):
     enabled: bool = True
     """Update scenes and the persona from newly formed memories."""
     trigger_every_n: int = Field(default=50, ge=1, le=100_000)
-    """Rewrite the persona after this many new memories (and whenever none exists yet)."""
+    """Background runs rewrite the persona after this many memories were written, updated or
+    deleted (and whenever none exists yet); explicit runs (`extract()`, `flush()`, `close()`)
+    after any such change, so a flushed store's persona reflects its latest memories."""
     max_scenes: int = Field(default=15, ge=1, le=200)
     """Most scene blocks per scope; the code refuses edits that would exceed it. The upstream
     key `maxScenes` also sets `recall.max_scenes` (the scenes listed in the navigation) unless

@@ -553,8 +553,14 @@ class FormationEngine:
         state = self.records.scope_state(request.scope_id)
         has_persona = store.get_persona(request.scope) is not None
         scenes = store.list_scenes(request.scope)
-        due = (not has_persona and bool(scenes)) or (
-            state.memories_since_persona >= self.config.persona.trigger_every_n
+        changed_since = state.memories_since_persona
+        # Background runs rewrite it every `trigger_every_n` changed memories; an explicit run
+        # (extract, flush, close) whenever any memory was written, updated or deleted since,
+        # so after `flush()` the persona never depends on when the background happened to run.
+        due = (
+            (not has_persona and bool(scenes))
+            or changed_since >= self.config.persona.trigger_every_n
+            or (request.force and changed_since > 0 and has_persona)
         )
         if not due:
             return

@@ -463,12 +463,12 @@ class FormationRecords(BaseFormationState):
                     "failures = 0, retry_at = 0, last_error = ''",
                     (scope_id, session_key, new_cursor, situation or "", warmup, situation, warmup),
                 )
-            if written:
+            if written or deleted:  # the persona is due again after changes, deletions too
                 conn.execute(
                     "INSERT INTO formation_scopes (scope_id, memories_since_persona) "
                     "VALUES (?, ?) ON CONFLICT (scope_id) DO UPDATE SET memories_since_persona "
                     "= memories_since_persona + excluded.memories_since_persona",
-                    (scope_id, len(written)),
+                    (scope_id, len(written) + len(deleted)),
                 )
         return CommitOutcome(True, "", tuple(written), tuple(deleted), duplicates)
 

@@ -396,13 +396,13 @@ class PostgresFormationState(BaseFormationState):
                         warmup,
                     ),
                 )
-            if written:
+            if written or deleted:  # the persona is due again after changes, deletions too
                 conn.execute(
                     "INSERT INTO tdai_formation_scopes (scope_id, memories_since_persona) "
                     "VALUES (%s, %s) ON CONFLICT (scope_id) DO UPDATE SET memories_since_persona"
                     " = tdai_formation_scopes.memories_since_persona "
                     "+ excluded.memories_since_persona",
-                    (scope_id, len(written)),
+                    (scope_id, len(written) + len(deleted)),
                 )
         return CommitOutcome(True, "", tuple(written), tuple(deleted), duplicates)
 
