@@ -477,6 +477,10 @@ class TdaiMemory:
             forming = self.config.pipeline.close_timeout_seconds
             if timeout is not None:
                 forming = min(forming, budget)
+            if self._manager is not None:  # the memory tool's background consolidations
+                started = time.monotonic()
+                self._manager.close(forming)
+                forming = max(forming - (time.monotonic() - started), 0.0)
             _shutdown(
                 self._writer,
                 self._formation_slot,
@@ -502,6 +506,9 @@ class TdaiMemory:
             timeout = _check_timeout("timeout", timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._writer.flush(timeout):
+            return False
+        manager = self._manager  # the memory tool's background consolidations come first
+        if manager is not None and not manager.flush(deadline):
             return False
         formation = self._formation
         if formation is not None and not formation.flush(deadline):
