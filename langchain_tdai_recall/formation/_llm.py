@@ -34,7 +34,7 @@ from typing import Any, Final
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableSequence
 from pydantic import BaseModel
 
 from langchain_tdai_recall.formation.config import StructuredOutputMethod
@@ -297,12 +297,12 @@ class StructuredCaller:
             return self._from_message(reply, None), reply
         runnable = self._structured.get(schema)
         if runnable is None:  # built once per schema: construction is not free
-            runnable = self._structured[schema] = self.model.with_structured_output(
-                schema, method=self.method, include_raw=True
-            )
+            runnable = self._structured[schema] = self._structured_runnable(schema)
         if self.method == "json_mode":  # the provider gets no schema: it travels in the prompt
             system += _prompt_instructions(schema)  # (which also names JSON, as OpenAI requires)
         out = runnable.invoke([SystemMessage(content=system), HumanMessage(content=user)], config)
+        if isinstance(out, AIMessage):  # the bound model alone: its message is read here
+            return self._from_message(out, None), out
         if not isinstance(out, dict):
             msg = f"expected the raw and parsed answer, got {type(out).__name__}"
             raise InvalidAnswerError(msg)
@@ -312,6 +312,24 @@ class StructuredCaller:
             msg = "the model returned no message"
             raise InvalidAnswerError(msg)
         return self._from_message(raw, parsed), raw
+
+    def _structured_runnable(self, schema: type[BaseModel]) -> Runnable[Any, Any]:
+        """The model bound to `schema` the provider's way (tools, response format), unparsed.
+
+        `with_structured_output(...)` is the bound model piped into a parser; with
+        `include_raw=True` the model runs inside a `RunnableParallel`, which submits to a
+        thread pool, and Python refuses new pool work once it has begun to exit ("cannot
+        schedule new futures after interpreter shutdown"), so formation at exit would never
+        reach the model. The bound model is invoked alone and its message read leniently here
+        (`_from_message`); a provider whose structured runnable has another shape keeps the
+        `include_raw=True` form.
+        """
+        piped = self.model.with_structured_output(schema, method=self.method)
+        if isinstance(piped, RunnableSequence) and len(piped.steps) == 2:
+            first = piped.first
+            if isinstance(first, BaseChatModel | RunnableBinding):
+                return first
+        return self.model.with_structured_output(schema, method=self.method, include_raw=True)
 
     @staticmethod
     def _from_message(message: AIMessage, parsed: object) -> object:

@@ -22,6 +22,7 @@ After the windows, the new memories are folded into the scenes and, when due, th
 
 from __future__ import annotations
 
+import concurrent.futures.thread
 import logging
 import re
 import threading
@@ -229,6 +230,16 @@ class FormationEngine:
             )
         except Exception as exc:  # a failing handler must not undo the run
             logger.debug("could not dispatch %s: %s", EXTRACTION_EVENT, exc)
+        if report.errors and request.reason == "close" and _python_exiting():
+            # A provider client that needs a thread pool cannot run any more; nothing is lost
+            logger.info(
+                "formation at interpreter exit could not reach the model; %d message(s) of "
+                "scope #%d are formed when the store is opened again",
+                report.pending_messages,
+                request.scope_id,
+            )
+            logger.debug("formation at exit of %s: %s", request.scope, "; ".join(report.errors))
+            return result
         if report.errors:
             logger.warning(
                 "formation of scope #%d: %d window(s) failed, %d message(s) pending (%s); "
@@ -367,7 +378,8 @@ class FormationEngine:
                     error=error,
                     retry_at=time.time() + self.backoff(state.failures + 1),
                 )
-                logger.info(
+                logger.log(
+                    logging.DEBUG if _python_exiting() else logging.INFO,
                     "a formation window of scope #%d failed (%d in a row): %s",
                     request.scope_id,
                     failures,
@@ -587,6 +599,15 @@ class FormationEngine:
         if configured in ("zh", "en"):
             return configured
         return detect_language(texts)
+
+
+def _python_exiting() -> bool:
+    """Whether Python has begun to exit: its thread pools refuse new work from then on.
+
+    `concurrent.futures` sets this flag when the interpreter stops its pools, before the exit
+    handlers (and so a finalizer closing an unclosed store) run.
+    """
+    return bool(getattr(concurrent.futures.thread, "_shutdown", False))
 
 
 _EXC_TYPE_RE: Final = re.compile(
