@@ -51,7 +51,8 @@ class ExtractionReport:
     extracted: int = 0
     """Memories the model proposed that passed validation."""
     rejected: int = 0
-    """Proposed memories dropped by validation (empty, malformed, over the per-window cap)."""
+    """Proposed memories refused by a rule: empty text, over the per-window cap (an answer with
+    a memory that cannot be read at all fails its window instead, see `failed_windows`)."""
     downgraded_rules: int = 0
     """Priorities lowered by the prompt-injection rules: a `-1` that did not qualify (kept as
     90), or a memory from steering text (capped at 50, below every pin level)."""

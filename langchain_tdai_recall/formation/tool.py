@@ -390,6 +390,10 @@ class MemoryManager:
         return list(outcome.written), list(outcome.deleted)
 
 
+_IDLE_EXIT_S: Final = 30.0
+"""A background consolidation thread idle this long ends (the next write starts one)."""
+
+
 class _Worker:
     """One daemon thread that runs queued calls in order; `wait` returns when all are done."""
 
@@ -430,7 +434,14 @@ class _Worker:
 
     def _loop(self) -> None:
         while True:
-            item = self._items.get()
+            try:
+                item = self._items.get(timeout=_IDLE_EXIT_S)
+            except queue.Empty:
+                with self._done:
+                    if self._open == 0:  # idle: end the thread; `put` starts a new one
+                        self._thread = None
+                        return
+                continue
             if item is None:
                 return
             try:
