@@ -15,7 +15,11 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, InvalidToolCall, ToolCall
 
-from langchain_tdai_recall.testing import FormationWindow, ScriptedFormationModel
+from langchain_tdai_recall.testing import (
+    ConsolidationRequest,
+    FormationWindow,
+    ScriptedFormationModel,
+)
 from tests.unit_tests.formation.conftest import OpenMemory, say
 
 Variant = Callable[[str, str], Any]
@@ -189,3 +193,57 @@ def test_no_fact_is_lost_to_any_malformed_answer(open_memory: OpenMemory) -> Non
     broken["on"] = False
     assert memory.flush(timeout=30) is True
     assert [m.content for m in memory.list_memories()].count(stuck_fact) == 1
+
+
+CONSOLIDATION: dict[str, Callable[[str], Any]] = {
+    "truncated JSON": lambda nid: '{"decisions": [{"new_id": "' + nid,
+    "prose only": lambda nid: "These look different to me.",
+    "empty reply": lambda nid: "",
+    "failing call": lambda nid: fail("", ""),
+    "wrong top key": lambda nid: {"choices": [{"new_id": nid, "action": "add"}]},
+    "single object": lambda nid: {"decisions": {"new_id": nid, "action": "add"}},
+    "bare list": lambda nid: [{"new_id": nid, "action": "add"}],
+    "number id": lambda nid: [{"new_id": int(nid[1:]), "action": "add"}],
+    "unknown action": lambda nid: [{"new_id": nid, "action": "keep both"}],
+    "null everything": lambda nid: [
+        {"new_id": nid, "action": None, "target_ids": None, "content": None, "priority": None}
+    ],
+    "wrong types": lambda nid: [
+        {"new_id": nid, "action": 3, "target_ids": {"c1": 1}, "priority": "x", "type": 9}
+    ],
+    "unknown target": lambda nid: [{"new_id": nid, "action": "update", "target_ids": ["c99"]}],
+    "not an item": lambda nid: ["add"],
+}
+"""First consolidation answers; the retry answers `add`. None may lose the new memory."""
+
+
+def test_no_fact_is_lost_to_a_malformed_consolidation_answer(open_memory: OpenMemory) -> None:
+    facts = {
+        name: f"The user's locker {i} code is {1000 + i}." for i, name in enumerate(CONSOLIDATION)
+    }
+    by_fact = {fact: name for name, fact in facts.items()}
+    attempts = dict.fromkeys(CONSOLIDATION, 0)
+
+    def consolidate(request: ConsolidationRequest) -> Any:
+        (new,) = request.new
+        name = by_fact[new["text"]]
+        attempts[name] += 1
+        if attempts[name] == 1:
+            return CONSOLIDATION[name](new["id"])
+        return [{"new_id": new["id"], "action": "add"}]
+
+    memory = open_memory(
+        ScriptedFormationModel(consolidate=consolidate),
+        {"extraction": {"candidateFloor": 0.0}},  # every stored memory is a candidate
+    )
+    memory.add_memory("The user's locker code is 999.", type="persona")
+    for i, fact in enumerate(facts.values()):
+        say(memory, [fact], session=f"s-{i}")
+        memory.extract()  # one at a time: each window's batch holds one new memory
+    for _ in range(3):
+        memory.extract()
+    texts = [m.content for m in memory.list_memories()]
+    for name, fact in facts.items():
+        assert texts.count(fact) == 1, f"{name}: formed {texts.count(fact)} times"
+        assert attempts[name] >= 1, f"{name}: the model was never asked"
+    assert memory.flush(timeout=30) is True
