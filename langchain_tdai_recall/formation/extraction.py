@@ -68,13 +68,14 @@ _SOURCE_LIMIT: Final = 50
 
 _STEERING_RE: Final = re.compile(
     r"standing rule|absolute rule|global rule|system prompt|system message|developer message|"
-    r"(?:ignore|disregard|forget) (?:all |any |the |your )?(?:previous|above|prior|earlier)|"
+    r"(?:ignore|disregard) (?:all |any |the |your )?(?:previous |above |prior |earlier )?"
+    r"(?:instructions?|rules|prompts?|directions|guidelines|system)|"
     r"jailbreak|memory system|priorit\w*\W{0,3}(?:of|to|=|:|is|at)?\W{0,3}-?\d|"
     r"<\s*/?\s*(?:system|assistant|user|developer|instruction|tool)\b|\[\s*system\s*\]|"
-    r"^\s*(?:#{1,4}\s*)?(?:system|assistant|developer|instruction)\s*:|"
+    r"^\s*(?:#{1,4}\s*)?(?:system|assistant|developer)\s*:|"
     r"<\|[^|<>\n]{0,40}\|>|\b(?:im_start|im_end|endoftext|eot_id|start_header_id)\b|"
     r"\[\s*/?\s*inst\s*\]|<<\s*/?\s*sys\s*>>|<\s*/?\s*(?:start|end)_of_turn\s*>|"
-    r"优先级\s*[:：为是]?\s*-?\d|最高优先|系统提示|系统消息|忽略(?:之前|以上|前面|上面)|绝对规则|全局规则|"
+    r"优先级\s*[:：为是]?\s*-?\d|最高优先|系统提示|系统消息|忽略(?:之前|以上|前面|上面)[^。\n]{0,6}(?:指令|规则|提示|设定|要求)|绝对规则|全局规则|"
     r"提取器|记忆系统",
     re.IGNORECASE | re.MULTILINE,
 )
@@ -85,10 +86,12 @@ Chinese), and role or chat-template markers (`<system>`, `<|im_start|>`, `[INST]
 (`text.lookalike`)."""
 
 _RULE_WORDS_RE: Final = re.compile(
-    r"priorit|disregard|extractor|extraction|(?<![\w.])-1(?![\w.])|优先级", re.IGNORECASE
+    r"priorit|disregard|ignore (?:all |any |the )?(?:previous|above|prior)|extractor|extraction|"
+    r"(?<![\w.])-1(?![\w.])|优先级|忽略(?:之前|以上|前面|上面)",
+    re.IGNORECASE,
 )
-"""Words that alone do not make text steering (a "priority" in ordinary speech, a tooth
-extraction) but are enough to refuse it an absolute `-1` rule."""
+"""Words that alone do not make text steering ("priority" in ordinary speech, a tooth
+extraction, "ignore the previous message") but are enough to refuse it an absolute `-1`."""
 
 
 def steers(text: str) -> bool:
