@@ -290,3 +290,23 @@ def test_after_flush_the_persona_reflects_a_corrected_fact(
     assert "Porto" in home.content
     persona = memory.get_persona() or ""
     assert "Porto" in persona and "lives in Lisbon." not in persona
+
+
+def test_after_flush_the_persona_forgets_a_forgotten_memory(open_memory: OpenMemory) -> None:
+    from langchain_tdai_recall.formation.tool import create_manage_memory_tool
+
+    model = ScriptedFormationModel(
+        scenes=lambda request: [create("Home")] if not request.scenes else []
+    )
+    memory = open_memory(model)
+    say(memory, ["The user lives in Lisbon.", "The user plays the cello."])
+    assert memory.flush(timeout=30)
+    assert "cello" in (memory.get_persona() or "")
+    cello = next(m for m in memory.list_memories() if "cello" in m.content)
+    tool = create_manage_memory_tool(memory)
+    tool.invoke({"action": "forget", "memory_id": cello.id})
+    assert memory.flush(timeout=30)  # nothing pending but the persona: it is rewritten
+    persona = memory.get_persona() or ""
+    assert "Lisbon" in persona and "cello" not in persona
+    calls = len(model.calls_of("persona"))
+    assert memory.flush(timeout=30) and len(model.calls_of("persona")) == calls  # once only
