@@ -5,7 +5,7 @@ consolidation, scenes, persona) from the structured-output tool it was bound to 
 mode, from the schema named in the instructions), reads the prompt's data sections back into
 plain Python values, and answers with what a Python function returns for them. Defaults make it
 useful with no script at all: every user message becomes one memory, consolidation adds,
-scenes are left alone, and a persona is written from the memories when none exists.
+scenes are left alone, and the persona lists the memories it is shown.
 
 It speaks both ways a real model can: tool calls (when tools are bound and `tool_calling=True`)
 or a JSON text reply. Every request is recorded.
@@ -126,9 +126,7 @@ def _default_scenes(request: SceneRequest) -> list[dict[str, Any]]:
 
 
 def _default_persona(request: PersonaRequest) -> dict[str, Any]:
-    if request.current:
-        return {"action": "keep"}
-    lines = [f"- {m['text']}" for m in request.memories[:10]]
+    lines = sorted(f"- {m['text']}" for m in request.memories[:10])
     return {"action": "rewrite", "persona": "# User profile\n\n" + "\n".join(lines)}
 
 
@@ -175,7 +173,7 @@ class ScriptedFormationModel(BaseChatModel):
     scenes: Callable[[SceneRequest], Any] | None = None
     """Answers scene calls (default: no edits)."""
     persona: Callable[[PersonaRequest], Any] | None = None
-    """Answers persona calls (default: write one from the memories when there is none)."""
+    """Answers persona calls (default: the memories it is shown, one line each)."""
     tool_calling: bool = True
     """Answer through tool calls when tools are bound; `False` answers with JSON text even
     then (as some models do). Without bound tools (prompt mode) it always answers with text."""

@@ -483,6 +483,10 @@ class TdaiMemory:
             forming = self.config.pipeline.close_timeout_seconds
             if timeout is not None:
                 forming = min(forming, budget)
+            if self._manager is not None:  # the memory tool's background consolidations
+                started = time.monotonic()
+                self._manager.close(forming)
+                forming = max(forming - (time.monotonic() - started), 0.0)
             _shutdown(
                 self._writer,
                 self._formation_slot,
@@ -500,7 +504,8 @@ class TdaiMemory:
         every scope is formed (as `extract(all_scopes=True)` does; a failed window stays
         pending and is retried later, see the `tdai_extraction` event or `extract()` for a
         report); and one pass over the rows waiting for a vector has run (rows whose embedding
-        failed are retried once more). Returns `False` when `timeout` seconds passed first.
+        failed are retried once more). Returns `False` when `timeout` seconds passed first, or
+        when formation left anything pending or failed (a window, a scene or persona update).
 
         Waiting for 1,000 or more vectors (after a bulk write) is logged at INFO with the
         counts, and drawn as a progress bar on standard error when `show_progress` is `True`,
@@ -512,6 +517,9 @@ class TdaiMemory:
             timeout = _check_timeout("timeout", timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._writer.flush(timeout):
+            return False
+        manager = self._manager  # the memory tool's background consolidations come first
+        if manager is not None and not manager.flush(deadline):
             return False
         formation = self._formation
         if formation is not None and not formation.flush(deadline):

@@ -6,6 +6,9 @@ a cursor (upstream gap G-X1 treated every failure as "nothing to remember").
 
 - Tool-calling models get the pydantic schema through `with_structured_output(...,
   include_raw=True)` (`function_calling` by default; `json_schema` and `json_mode` on request).
+  JSON mode (`response_format={"type": "json_object"}`) sends no schema to the provider, and
+  OpenAI refuses it unless a message says "JSON": the schema and that instruction go into the
+  system prompt, as in prompt mode.
   The raw tool arguments are kept and read leniently by `schemas.read_*`, so one odd field does
   not throw the whole answer away.
 - Models without tool calling (and `structured_output="prompt"`) get the JSON schema in the
@@ -31,7 +34,7 @@ from typing import Any, Final
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableSequence
 from pydantic import BaseModel
 
 from langchain_tdai_recall.formation.config import StructuredOutputMethod
@@ -294,10 +297,12 @@ class StructuredCaller:
             return self._from_message(reply, None), reply
         runnable = self._structured.get(schema)
         if runnable is None:  # built once per schema: construction is not free
-            runnable = self._structured[schema] = self.model.with_structured_output(
-                schema, method=self.method, include_raw=True
-            )
+            runnable = self._structured[schema] = self._structured_runnable(schema)
+        if self.method == "json_mode":  # the provider gets no schema: it travels in the prompt
+            system += _prompt_instructions(schema)  # (which also names JSON, as OpenAI requires)
         out = runnable.invoke([SystemMessage(content=system), HumanMessage(content=user)], config)
+        if isinstance(out, AIMessage):  # the bound model alone: its message is read here
+            return self._from_message(out, None), out
         if not isinstance(out, dict):
             msg = f"expected the raw and parsed answer, got {type(out).__name__}"
             raise InvalidAnswerError(msg)
@@ -307,6 +312,24 @@ class StructuredCaller:
             msg = "the model returned no message"
             raise InvalidAnswerError(msg)
         return self._from_message(raw, parsed), raw
+
+    def _structured_runnable(self, schema: type[BaseModel]) -> Runnable[Any, Any]:
+        """The model bound to `schema` the provider's way (tools, response format), unparsed.
+
+        `with_structured_output(...)` is the bound model piped into a parser; with
+        `include_raw=True` the model runs inside a `RunnableParallel`, which submits to a
+        thread pool, and Python refuses new pool work once it has begun to exit ("cannot
+        schedule new futures after interpreter shutdown"), so formation at exit would never
+        reach the model. The bound model is invoked alone and its message read leniently here
+        (`_from_message`); a provider whose structured runnable has another shape keeps the
+        `include_raw=True` form.
+        """
+        piped = self.model.with_structured_output(schema, method=self.method)
+        if isinstance(piped, RunnableSequence) and len(piped.steps) == 2:
+            first = piped.first
+            if isinstance(first, BaseChatModel | RunnableBinding):
+                return first
+        return self.model.with_structured_output(schema, method=self.method, include_raw=True)
 
     @staticmethod
     def _from_message(message: AIMessage, parsed: object) -> object:

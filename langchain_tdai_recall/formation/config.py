@@ -28,7 +28,9 @@ StructuredOutputMethod = Literal["auto", "function_calling", "json_schema", "jso
 """How the chat model is asked for structured answers.
 
 - `auto`: tool calling when the model supports it, else `prompt`.
-- `function_calling`, `json_schema`, `json_mode`: passed to the model's `with_structured_output`.
+- `function_calling`, `json_schema`, `json_mode`: passed to the model's `with_structured_output`;
+  `json_mode` also puts the schema (and the word JSON, which OpenAI requires) in the prompt,
+  since the provider's JSON mode carries none.
 - `prompt`: the schema is described in the prompt and the JSON answer is parsed tolerantly.
 """
 
@@ -118,7 +120,9 @@ class ExtractionConfig(_SectionModel):
     """Language of the prompts and of the memories: `auto` follows the user's messages."""
     allow_standing_rules: bool = True
     """Keep priority -1 (an absolute standing rule) when the user stated it in their own
-    message (see the README on prompt injection); `False` caps extracted rules at 100."""
+    message (see the README on prompt injection); `False` stores every extracted -1 as
+    priority 90 (`extraction.STANDING_RULE_FALLBACK`), and a rule drawn from steering text at
+    most at 50 (`extraction.STEERING_PRIORITY_CAP`) either way."""
     retry_base_seconds: float = Field(default=30.0, gt=0, le=86_400)
     """Wait before retrying a failed window; doubled per consecutive failure."""
     retry_max_seconds: float = Field(default=3_600.0, gt=0, le=604_800)
@@ -163,7 +167,9 @@ class PersonaConfig(_SectionModel):
     enabled: bool = True
     """Update scenes and the persona from newly formed memories."""
     trigger_every_n: int = Field(default=50, ge=1, le=100_000)
-    """Rewrite the persona after this many new memories (and whenever none exists yet)."""
+    """Background runs rewrite the persona after this many memories were written, updated or
+    deleted (and whenever none exists yet); explicit runs (`extract()`, `flush()`, `close()`)
+    after any such change, so a flushed store's persona reflects its latest memories."""
     max_scenes: int = Field(default=15, ge=1, le=200)
     """Most scene blocks per scope; the code refuses edits that would exceed it. The upstream
     key `maxScenes` also sets `recall.max_scenes` (the scenes listed in the navigation) unless

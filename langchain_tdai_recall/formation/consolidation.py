@@ -16,7 +16,8 @@ For each window's new memories, before anything is written:
    memory is ignored; a missing or unknown decision means add; update with several targets is a
    merge; update, merge or delete without a valid target is an add; a skip without candidates
    is an add. Merged priorities stay in 0..100, and -1 survives only if an input had it (a
-   merge cannot mint an absolute rule). Merged activity times must parse and are the earliest
+   merge cannot mint an absolute rule); a merge with steering text (`extraction.steers`) is
+   capped at `STEERING_PRIORITY_CAP`. Merged activity times must parse and are the earliest
    start and latest end of the inputs when the model gives none (compared as instants, G-X11).
 5. **Stable identity** (G-X10): an update keeps the target's id and creation time; a merge keeps
    the oldest target's id and creation time and records the absorbed ids as `merged` versions;
@@ -41,7 +42,12 @@ from langchain_core.runnables import RunnableConfig
 
 from langchain_tdai_recall.formation._llm import CallResult, StructuredCaller
 from langchain_tdai_recall.formation.config import ExtractionConfig
-from langchain_tdai_recall.formation.extraction import NewMemory, parse_activity_time
+from langchain_tdai_recall.formation.extraction import (
+    NewMemory,
+    parse_activity_time,
+    steering_cap,
+    steers,
+)
 from langchain_tdai_recall.formation.prompts import Lang, consolidation_system, consolidation_user
 from langchain_tdai_recall.formation.schemas import (
     ConsolidationAnswer,
@@ -98,6 +104,8 @@ class Plan:
     """The decision call, when one was made."""
     error: str | None = None
     """Set when the decision call failed: the batch must not be written."""
+    candidates: bool = False
+    """Whether any stored or earlier memory was similar enough to be offered as a candidate."""
 
 
 @dataclass(slots=True)
@@ -196,12 +204,20 @@ class Consolidator:
         language: Lang,
         caller: StructuredCaller | None,
         run_config: RunnableConfig | None = None,
+        stored: MemoryRecord | None = None,
     ) -> Plan:
-        """Decide what to write for `new` (see the module docstring)."""
+        """Decide what to write for `new` (see the module docstring).
+
+        `stored`: the one new memory is already stored as this record (the memory tool stores
+        first and consolidates in the background): it is neither its own duplicate nor its own
+        candidate, and the plan's rows for it carry its id and creation time.
+        """
         key = (scope.user_id, scope.agent_id)
         plan = Plan()
         now = _now()
-        fresh = self._drop_exact_duplicates(scope_id, new, plan)
+        fresh = (
+            list(new) if stored is not None else self._drop_exact_duplicates(scope_id, new, plan)
+        )
         if not fresh:
             return plan
         vectors = self.embed([m.content for m in fresh]) if self.embed is not None else None
@@ -209,18 +225,24 @@ class Consolidator:
             _Slot(self._new_record(m, key, session_key, now), _row(vectors, i), True)
             for i, m in enumerate(fresh)
         ]
-        stored, offered = self._candidates(scope, fresh, vectors)
+        if stored is not None:
+            slots[0].record = replace(slots[0].record, id=stored.id, created_at=stored.created_at)
+        candidates, offered = self._candidates(
+            scope, fresh, vectors, exclude=stored.id if stored is not None else None
+        )
         asks = self.config.enable_dedup and caller is not None
         if not asks or not any(offered):
             plan.counts["add"] += len(slots)
             plan.writes = [PlannedWrite(s.record, s.vector) for s in slots]
+            plan.candidates = any(offered)
             return plan
+        plan.candidates = True
         assert caller is not None
         call = caller.call(
             ConsolidationAnswer,
             consolidation_system(language, language=language, timezone=self.timezone_name),
             consolidation_user(
-                candidates=[self._candidate_item(a, r) for a, r in stored.items()],
+                candidates=[self._candidate_item(a, r) for a, r in candidates.items()],
                 new=[self._new_item(f"n{i + 1}", m, offered[i]) for i, m in enumerate(fresh)],
             ),
             config=run_config,
@@ -234,7 +256,7 @@ class Consolidator:
         except InvalidAnswerError as exc:
             plan.error = f"invalid consolidation answer: {exc}"
             return plan
-        self._apply(plan, _Batch(fresh, slots, stored, offered), decisions, now)
+        self._apply(plan, _Batch(fresh, slots, candidates, offered), decisions, now)
         return plan
 
     # -- steps ---------------------------------------------------------------------------------
@@ -288,6 +310,8 @@ class Consolidator:
         scope: Scope,
         fresh: Sequence[NewMemory],
         vectors: npt.NDArray[np.float32] | None,
+        *,
+        exclude: str | None = None,
     ) -> tuple[dict[str, MemoryRecord], list[list[str]]]:
         """(alias → stored candidate, per new memory the aliases offered to it).
 
@@ -315,11 +339,11 @@ class Consolidator:
                 scope,
                 "l1",
                 memory.content,
-                limit=top_k,
+                limit=top_k + (exclude is not None),  # the excluded memory finds itself
                 strategy=strategy,
                 query_vector=query_vector,
             )
-            ranked.append([h.rowid for h in outcome.top(top_k, floor)])
+            ranked.append([h.rowid for h in outcome.top(top_k + (exclude is not None), floor)])
         refs = sorted({r for rows in ranked for r in rows})
         records = self.store.memories_by_ref(scope, refs) if refs else {}
         tokenizer = self.store.tokenizer
@@ -327,7 +351,7 @@ class Consolidator:
             mine: list[str] = []
             for rowid in ranked[i]:
                 record = records.get(rowid)
-                if record is None:
+                if record is None or record.id == exclude or len(mine) >= top_k:
                     continue
                 if record.id not in alias_of:
                     alias_of[record.id] = f"c{len(alias_of) + 1}"
@@ -475,6 +499,8 @@ class Consolidator:
             priority = min(max(given, 0), 100)
         else:
             priority = max(r.priority for r in inputs)
+        if memory.steered or steers(content):  # steering text is never pinned, whatever merged
+            priority = steering_cap(priority)
         start, end = self._times(decision, inputs)
         sources = tuple(dict.fromkeys(s for r in inputs for s in r.source_message_ids))
         survivor.record = replace(

@@ -11,6 +11,9 @@ proposal (upstream gaps G-X2, G-X9, G-X11, G-X12, G-X20):
 - content is stripped, non-empty and cut to `content_max_chars`;
 - priority is clamped to 0..100; `-1` (an absolute standing rule) survives only under the rule
   of `standing_rule_allowed` below, otherwise it becomes `STANDING_RULE_FALLBACK`;
+- a memory drawn from text that talks to the memory system or carries role or chat-template
+  markers (`steers`) gets at most `STEERING_PRIORITY_CAP`, never `-1`: it is never pinned into
+  the system prompt;
 - source ids must be aliases of *this window's* new messages (background and unknown ids are
   dropped), and are stored as the real L0 ids;
 - activity times must parse as ISO 8601; they are rewritten in the configured timezone (a date
@@ -30,10 +33,12 @@ from langchain_tdai_recall.formation.config import ExtractionConfig
 from langchain_tdai_recall.formation.prompts import Lang, detect_language
 from langchain_tdai_recall.formation.schemas import ExtractionAnswer, MemoryDraft
 from langchain_tdai_recall.store._formation import L0Message
+from langchain_tdai_recall.text.lookalike import fold
 from langchain_tdai_recall.types import MemoryType
 
 __all__ = [
     "STANDING_RULE_FALLBACK",
+    "STEERING_PRIORITY_CAP",
     "L0Message",
     "NewMemory",
     "Validated",
@@ -41,26 +46,62 @@ __all__ = [
     "build_window",
     "parse_activity_time",
     "standing_rule_allowed",
+    "steering_cap",
+    "steers",
     "validate_answer",
 ]
 
 STANDING_RULE_FALLBACK: Final = 90
-"""Priority given to a `-1` rule that does not pass `standing_rule_allowed`: an important
-instruction the user can see and correct, but not an absolute one."""
+"""Priority given to a `-1` rule that does not pass `standing_rule_allowed` for a reason other
+than steering (the assistant's words, no cited message, not an instruction, or
+`allow_standing_rules=False`): an important instruction the user can see and correct, but not
+an absolute one."""
+
+STEERING_PRIORITY_CAP: Final = 50
+"""Highest priority of a memory drawn from steering text (`steers`): an ordinary memory, left
+to search. Every pin level (`recall.pin_priority`, `recall.pin_instruction_priority`) is at
+least 60, so such a memory is never pinned into the system prompt, and never a `-1` rule."""
 
 _SITUATION_CHARS: Final = 80
 _ELLIPSIS: Final = "…"
 _SOURCE_LIMIT: Final = 50
 
 _STEERING_RE: Final = re.compile(
-    r"priorit|standing rule|absolute rule|global rule|system prompt|system message|"
-    r"developer message|ignore (?:all |any |the )?(?:previous|above|prior)|disregard|"
-    r"jailbreak|extractor|extraction|memory system|(?<![\w.])-1(?![\w.])|"
-    r"<\s*/?\s*(?:system|assistant|user|instruction)|\[\s*system\s*\]|^\s*system\s*:|"
-    r"优先级|最高优先|系统提示|系统消息|忽略(?:之前|以上|前面|上面)|绝对规则|全局规则|提取器|记忆系统",
+    r"standing rule|absolute rule|global rule|system prompt|system message|developer message|"
+    r"(?:ignore|disregard) (?:all |any |the |your )?(?:previous |above |prior |earlier )?"
+    r"(?:instructions?|rules|prompts?|directions|guidelines|system)|"
+    r"jailbreak|memory system|priorit\w*\W{0,3}(?:of|to|=|:|is|at)?\W{0,3}-?\d|"
+    r"<\s*/?\s*(?:system|assistant|user|developer|instruction|tool)\b|\[\s*system\s*\]|"
+    r"^\s*(?:#{1,4}\s*)?(?:system|assistant|developer)\s*:|"
+    r"<\|[^|<>\n]{0,40}\|>|\b(?:im_start|im_end|endoftext|eot_id|start_header_id)\b|"
+    r"\[\s*/?\s*inst\s*\]|<<\s*/?\s*sys\s*>>|<\s*/?\s*(?:start|end)_of_turn\s*>|"
+    r"优先级\s*[:：为是]?\s*-?\d|最高优先|系统提示|系统消息|忽略(?:之前|以上|前面|上面)[^。\n]{0,6}(?:指令|规则|提示|设定|要求)|绝对规则|全局规则|"
+    r"提取器|记忆系统",
     re.IGNORECASE | re.MULTILINE,
 )
-"""Wording that talks to the memory system rather than stating the user's own rule."""
+"""Text that talks to the memory system rather than stating the user's own rule (standing or
+absolute rules, system prompts, "ignore previous", a priority with a number, in English and
+Chinese), and role or chat-template markers (`<system>`, `<|im_start|>`, `[INST]`, `<<SYS>>`,
+`<start_of_turn>`, `SYSTEM:` at a line start); matched on the text and on its look-alike fold
+(`text.lookalike`)."""
+
+_RULE_WORDS_RE: Final = re.compile(
+    r"priorit|disregard|ignore (?:all |any |the )?(?:previous|above|prior)|extractor|extraction|"
+    r"(?<![\w.])-1(?![\w.])|优先级|忽略(?:之前|以上|前面|上面)",
+    re.IGNORECASE,
+)
+"""Words that alone do not make text steering ("priority" in ordinary speech, a tooth
+extraction, "ignore the previous message") but are enough to refuse it an absolute `-1`."""
+
+
+def steers(text: str) -> bool:
+    """Whether `text` talks to the memory system or carries role or chat-template markers."""
+    return bool(_STEERING_RE.search(text) or _STEERING_RE.search(fold(text)[0]))
+
+
+def steering_cap(priority: int) -> int:
+    """`priority` lowered to `STEERING_PRIORITY_CAP` (a `-1` too)."""
+    return STEERING_PRIORITY_CAP if priority == -1 else min(priority, STEERING_PRIORITY_CAP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +137,9 @@ class NewMemory:
     activity_start_time: str | None
     activity_end_time: str | None
     source_ids: tuple[str, ...]
+    steered: bool = False
+    """Drawn from steering text (`steers`): its priority stays at most
+    `STEERING_PRIORITY_CAP`, also when consolidation merges it."""
 
 
 @dataclass(slots=True)
@@ -109,7 +153,8 @@ class Validated:
     capped: int = 0
     """Items beyond `max_memories_per_session` (lowest priorities)."""
     downgraded_rules: int = 0
-    """`-1` priorities that did not pass `standing_rule_allowed`."""
+    """`-1` priorities that did not pass `standing_rule_allowed`, and priorities lowered to
+    `STEERING_PRIORITY_CAP` because the memory comes from steering text."""
     dropped_source_ids: int = 0
     """Cited ids that were not new messages of the window."""
     fixed_times: int = 0
@@ -237,16 +282,22 @@ def standing_rule_allowed(draft_type: str, sources: Iterable[L0Message]) -> bool
     2. it cites at least one new message, and every cited message is the user's own (never the
        assistant's, never background); and
     3. none of the cited messages talks about priorities, rules, system prompts, "ignore the
-       above", role tags or the memory system itself (`_STEERING_RE`, English and Chinese).
+       above", role or chat-template markers or the memory system itself (`_STEERING_RE` and
+       `_RULE_WORDS_RE`, English and Chinese).
 
-    A rule stated in plain words ("never call me by my surname", "以后都用中文回答") passes; a
-    message engineered to steer the extractor does not, and becomes an ordinary important
-    instruction (`STANDING_RULE_FALLBACK`) that the user can see and correct.
+    A rule stated in plain words ("never call me by my surname", "以后都用中文回答") passes.
+    A `-1` that fails 1, 2 or the rule words becomes an important instruction
+    (`STANDING_RULE_FALLBACK`) the user can see and correct; one drawn from steering text
+    (`steers`) is capped at `STEERING_PRIORITY_CAP` by `validate_answer` instead, so it is
+    never pinned into the system prompt.
     """
     cited = list(sources)
     if draft_type != "instruction" or not cited:
         return False
-    return all(m.role == "user" and not _STEERING_RE.search(m.content) for m in cited)
+    return all(
+        m.role == "user" and not steers(m.content) and not _RULE_WORDS_RE.search(m.content)
+        for m in cited
+    )
 
 
 def validate_answer(
@@ -265,7 +316,7 @@ def validate_answer(
     out.situation = situation or previous_situation
     kept: list[tuple[int, NewMemory]] = []
     for order, draft in enumerate(answer.memories):
-        memory = _validate_one(draft, aliases, by_id, out, config=config, tz=tz)
+        memory = _validate_one(draft, aliases, by_id, window.messages, out, config=config, tz=tz)
         if memory is not None:
             kept.append((order, memory))
     limit = config.max_memories_per_session
@@ -285,6 +336,7 @@ def _validate_one(
     draft: MemoryDraft,
     aliases: dict[str, L0Message],
     by_id: dict[str, L0Message],
+    window_messages: Sequence[L0Message],
     out: Validated,
     *,
     config: ExtractionConfig,
@@ -298,18 +350,25 @@ def _validate_one(
     sources: list[L0Message] = []
     for ref in draft.source_ids:
         key = str(ref).strip().strip("[]")
+        if key.isdigit():  # `3` for `m3`
+            key = f"m{int(key)}"
         message = aliases.get(key) or by_id.get(key)
         if message is None:
             out.dropped_source_ids += 1
         elif message not in sources:
             sources.append(message)
-    priority = draft.priority
-    if priority == -1:
-        if not (config.allow_standing_rules and standing_rule_allowed(draft.type, sources)):
-            priority = STANDING_RULE_FALLBACK
+    priority = draft.priority if draft.priority == -1 else min(max(draft.priority, 0), 100)
+    # a memory citing nothing is judged by every new message of the window
+    steered = steers(content) or any(steers(m.content) for m in sources or window_messages)
+    if steered:
+        if steering_cap(priority) != priority:
+            priority = steering_cap(priority)
             out.downgraded_rules += 1
-    else:
-        priority = min(max(priority, 0), 100)
+    elif priority == -1 and not (
+        config.allow_standing_rules and standing_rule_allowed(draft.type, sources)
+    ):
+        priority = STANDING_RULE_FALLBACK
+        out.downgraded_rules += 1
     start = parse_activity_time(draft.activity_start, tz)
     end = parse_activity_time(draft.activity_end, tz, end=True)
     if (draft.activity_start and start is None) or (draft.activity_end and end is None):
@@ -326,4 +385,5 @@ def _validate_one(
         activity_start_time=start[0] if start else None,
         activity_end_time=end[0] if end else None,
         source_ids=tuple(m.id for m in sources[:_SOURCE_LIMIT]),
+        steered=steered,
     )

@@ -22,7 +22,9 @@ After the windows, the new memories are folded into the scenes and, when due, th
 
 from __future__ import annotations
 
+import concurrent.futures.thread
 import logging
+import re
 import threading
 import time
 import uuid
@@ -69,7 +71,7 @@ from langchain_tdai_recall.types import Scope
 if TYPE_CHECKING:
     from langchain_tdai_recall._embedder import VectorUpkeep
 
-__all__ = ["FormationEngine", "RunRequest", "RunResult", "zone_name"]
+__all__ = ["FormationEngine", "RunRequest", "RunResult", "log_reason", "zone_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +199,12 @@ class FormationEngine:
         try:
             result: RunResult = runnable.invoke((request, progress), run_config)
         except Exception as exc:  # tracing or a callback failed; the run's work stands
-            logger.warning("formation run of %s failed: %s", request.scope, exc)
+            logger.warning(
+                "a formation run of scope #%d failed (%s); details at DEBUG",
+                request.scope_id,
+                type(exc).__name__,
+            )
+            logger.debug("formation run of %s failed: %s", request.scope, exc)
             builder = ReportBuilder()
             builder.error(f"{type(exc).__name__}: {exc}")
             return RunResult(builder.build(), (), (), None)
@@ -223,17 +230,29 @@ class FormationEngine:
             )
         except Exception as exc:  # a failing handler must not undo the run
             logger.debug("could not dispatch %s: %s", EXTRACTION_EVENT, exc)
+        if report.errors and request.reason == "close" and _python_exiting():
+            # A provider client that needs a thread pool cannot run any more; nothing is lost
+            logger.info(
+                "formation at interpreter exit could not reach the model; %d message(s) of "
+                "scope #%d are formed when the store is opened again",
+                report.pending_messages,
+                request.scope_id,
+            )
+            logger.debug("formation at exit of %s: %s", request.scope, "; ".join(report.errors))
+            return result
         if report.errors:
             logger.warning(
-                "formation of %s: %d window(s) failed, %d message(s) pending (%s)",
-                request.scope,
+                "formation of scope #%d: %d window(s) failed, %d message(s) pending (%s); "
+                "details at DEBUG",
+                request.scope_id,
                 report.failed_windows,
                 report.pending_messages,
-                report.errors[0],
+                log_reason(report.errors[0]),
             )
+            logger.debug("formation of %s failed: %s", request.scope, "; ".join(report.errors))
         logger.info(
-            "formation of %s (%s): %d windows, %d messages, decisions %s, %.0f ms",
-            request.scope,
+            "formation of scope #%d (%s): %d windows, %d messages, decisions %s, %.0f ms",
+            request.scope_id,
             request.reason,
             report.windows,
             report.messages,
@@ -280,7 +299,12 @@ class FormationEngine:
                     break
             scenes_due = self._scene_step(request, bool(formed), report, config)
         except Exception as exc:  # the store closed under us, a bug: report, never raise
-            logger.warning("formation of %s stopped: %s", request.scope, exc, exc_info=True)
+            logger.warning(
+                "formation of scope #%d stopped (%s); details at DEBUG",
+                request.scope_id,
+                type(exc).__name__,
+            )
+            logger.debug("formation of %s stopped: %s", request.scope, exc, exc_info=True)
             report.error(f"{type(exc).__name__}: {exc}")
         finally:
             try:
@@ -354,12 +378,15 @@ class FormationEngine:
                     error=error,
                     retry_at=time.time() + self.backoff(state.failures + 1),
                 )
-                logger.info(
-                    "formation window of %s/%s failed (%d in a row): %s",
-                    request.scope,
-                    session_key,
+                logger.log(
+                    logging.DEBUG if _python_exiting() else logging.INFO,
+                    "a formation window of scope #%d failed (%d in a row): %s",
+                    request.scope_id,
                     failures,
-                    error,
+                    log_reason(error),
+                )
+                logger.debug(
+                    "formation window of %s/%s failed: %s", request.scope, session_key, error
                 )
                 return done, False
             done += 1
@@ -405,11 +432,16 @@ class FormationEngine:
             read = read_extraction(call.data)
         except InvalidAnswerError as exc:
             return f"invalid extraction answer: {exc}"
+        if read.rejected:  # committing would lose those memories for good: retry the window
+            return (
+                f"invalid extraction answer: {read.rejected} of "
+                f"{read.rejected + len(read.answer.memories)} memories have no usable text"
+            )
         checked = validate_answer(
             read.answer, window, config=ex, tz=self.tz, previous_situation=situation
         )
         report.bump("extracted", len(checked.memories))
-        report.bump("rejected", read.rejected + checked.rejected + checked.capped)
+        report.bump("rejected", checked.rejected + checked.capped)
         report.bump("downgraded_rules", checked.downgraded_rules)
         plan = self.consolidator.plan(
             request.scope,
@@ -533,8 +565,14 @@ class FormationEngine:
         state = self.records.scope_state(request.scope_id)
         has_persona = store.get_persona(request.scope) is not None
         scenes = store.list_scenes(request.scope)
-        due = (not has_persona and bool(scenes)) or (
-            state.memories_since_persona >= self.config.persona.trigger_every_n
+        changed_since = state.memories_since_persona
+        # Background runs rewrite it every `trigger_every_n` changed memories; an explicit run
+        # (extract, flush, close) whenever any memory was written, updated or deleted since,
+        # so after `flush()` the persona never depends on when the background happened to run.
+        due = (
+            (not has_persona and bool(scenes))
+            or changed_since >= self.config.persona.trigger_every_n
+            or (request.force and changed_since > 0 and has_persona)
         )
         if not due:
             return
@@ -561,6 +599,30 @@ class FormationEngine:
         if configured in ("zh", "en"):
             return configured
         return detect_language(texts)
+
+
+def _python_exiting() -> bool:
+    """Whether Python has begun to exit: its thread pools refuse new work from then on.
+
+    `concurrent.futures` sets this flag when the interpreter stops its pools, before the exit
+    handlers (and so a finalizer closing an unclosed store) run.
+    """
+    return bool(getattr(concurrent.futures.thread, "_shutdown", False))
+
+
+_EXC_TYPE_RE: Final = re.compile(
+    r"\s*([A-Za-z_][\w.]*(?:Error|Exception|Warning|Timeout|Exit|Interrupt|Iteration))\b"
+)
+
+
+def log_reason(error: str) -> str:
+    """A report's error line as logs above DEBUG may carry it (kind and exception type only).
+
+    Never the exception message or text from the model: `model call failed: RuntimeError`.
+    """
+    head, sep, rest = error.partition(":")
+    found = _EXC_TYPE_RE.match(rest) if sep else None
+    return f"{head}: {found.group(1)}" if found else head
 
 
 def zone_name(configured: str, tz: Any) -> str:

@@ -51,9 +51,11 @@ class ExtractionReport:
     extracted: int = 0
     """Memories the model proposed that passed validation."""
     rejected: int = 0
-    """Proposed memories dropped by validation (empty, malformed, over the per-window cap)."""
+    """Proposed memories refused by a rule: empty text, over the per-window cap (an answer with
+    a memory that cannot be read at all fails its window instead, see `failed_windows`)."""
     downgraded_rules: int = 0
-    """`-1` standing rules that did not pass the prompt-injection rule (kept as priority 90)."""
+    """Priorities lowered by the prompt-injection rules: a `-1` that did not qualify (kept as
+    90), or a memory from steering text (capped at 50, below every pin level)."""
     decisions: dict[str, int] = field(default_factory=dict)
     """Consolidation totals: `add`, `update`, `merge`, `delete`, `skip`, `duplicate`."""
     invalid_decisions: int = 0

@@ -76,6 +76,11 @@ class _Job:
     reason: str = "turns"
 
 
+def _complete(report: ExtractionReport) -> bool:
+    """Whether a flush left nothing pending and nothing failed."""
+    return report.ok and not report.pending_messages and not report.locked_scopes
+
+
 class FormationScheduler:
     """Schedules formation runs for one `TdaiMemory` (see the module docstring)."""
 
@@ -191,15 +196,16 @@ class FormationScheduler:
                 self._idle.wait(0.05 if left is None else min(left, 0.05))
 
     def flush(self, deadline: float | None) -> bool:
-        """Form everything pending now; `False` when `deadline` (`time.monotonic()`) came first.
+        """Form everything pending now; `True` only when nothing is left and nothing failed.
 
-        With a deadline the runs go on a daemon thread, so the caller never waits past it for
-        a model call in flight; what is not done stays pending (a run that finishes later
-        still commits its windows).
+        `False` when `deadline` (`time.monotonic()`) came first, a window or a scene update
+        failed (it is retried after its backoff), or messages are still past a cursor. With a
+        deadline the runs go on a daemon thread, so the caller never waits past it for a model
+        call in flight; what is not done stays pending (a run that finishes later still
+        commits its windows).
         """
         if deadline is None:
-            self.extract(self.pending_targets(), reason="flush")
-            return True
+            return _complete(self.extract(self.pending_targets(), reason="flush"))
         box: list[ExtractionReport] = []
 
         def run() -> None:
@@ -211,9 +217,9 @@ class FormationScheduler:
         worker = threading.Thread(target=run, name="tdai-formation-flush", daemon=True)
         worker.start()
         worker.join(max(deadline - time.monotonic(), 0.0))
-        if worker.is_alive():
+        if worker.is_alive() or not box:
             return False
-        return not (box and box[0].pending_messages and time.monotonic() >= deadline)
+        return _complete(box[0])
 
     def close(self, timeout: float) -> ExtractionReport | None:
         """Stop scheduling; with `pipeline.flush_on_close`, extract what is pending first.
@@ -265,8 +271,11 @@ class FormationScheduler:
                     self._handle(item)
                 self._fire_timers()
                 self._dispatch()
-            except Exception:  # never let the scheduler die; the store keeps the work
-                logger.warning("formation scheduler error", exc_info=True)
+            except Exception as exc:  # never let the scheduler die; the store keeps the work
+                logger.warning(
+                    "formation scheduler error (%s); details at DEBUG", type(exc).__name__
+                )
+                logger.debug("formation scheduler error", exc_info=True)
             with self._idle:
                 if item is not None:
                     self._in_flight -= 1

@@ -2,11 +2,17 @@
 
 Each call has a pydantic *wire* model: its JSON schema is what the model sees (as a tool, a
 response format, or text in the prompt), so field descriptions are written for the model. The
-answer is then read leniently: a model that names a field slightly differently
-(`message_ids`, `scene_name`), writes `"80"` for 80 or nests activity times in `metadata` still
-gives a usable answer, and one malformed item is dropped (and counted) instead of sinking the
-whole answer. Only a missing or unusable top level (no `memories`, not an object) makes an
-answer invalid, which leaves the cursor where it was.
+answer is then read leniently, and a field of the wrong type is repaired wherever its meaning
+is unambiguous: a model that names a field slightly differently (`message_ids`, `scene_name`),
+writes `"80"` for 80, gives an activity time as epoch seconds (or milliseconds, or a four-digit
+year), sends `null` for an optional field, nests activity times in `metadata`, adds fields of
+its own, returns a memory as a bare string or its list as a JSON string still gives a usable
+answer. A priority that is not a number is 50 (as when missing), an unknown type `episodic`, an
+activity time that is no time at all is dropped (the memory is kept without it). What cannot be
+repaired is counted in `Read.rejected`: an extraction memory without text is not dropped
+silently, the pipeline treats the whole answer as failed (the window is retried, never skipped).
+A missing or unusable top level (no `memories`, not an object) makes an answer invalid, which
+leaves the cursor where it was.
 
 Semantic limits (id sets, priorities, time formats, sizes) are not checked here but in the
 modules that know the window and the candidates (`extraction`, `consolidation`, `scenes`).
@@ -14,6 +20,10 @@ modules that know the window and the candidates (`extraction`, `consolidation`, 
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar
@@ -182,6 +192,11 @@ _TYPE_ALIASES: Final[dict[str, str]] = {
     "instruction": "instruction",
     "instruct": "instruction",
     "rule": "instruction",
+    "standing_rule": "instruction",
+    "habit": "persona",
+    "identity": "persona",
+    "activity": "episodic",
+    "plan": "episodic",
 }
 _MEMORY_KEYS: Final[dict[str, str]] = {
     "text": "content",
@@ -226,7 +241,83 @@ def _rename(item: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]
     return out
 
 
+_EPOCH_MS: Final = 100_000_000_000
+"""Numbers at least this large are epoch milliseconds (seconds would be after the year 5000)."""
+_NUMBER_RE: Final = re.compile(r"[+-]?\d+(?:\.\d+)?")
+
+
+def _as_text(value: object) -> str | None:
+    """A text field's value (numbers written out, a list of strings joined), or `None`."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+        return str(value)
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return " ".join(v.strip() for v in value)
+    return None
+
+
+def _as_priority(value: object, missing: int | None) -> int | None:
+    """An integer priority from a number or a numeric string; `missing` otherwise."""
+    if isinstance(value, bool):
+        return missing
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else missing
+    if isinstance(value, str) and _NUMBER_RE.fullmatch(value.strip()):
+        return int(float(value.strip()))
+    return missing
+
+
+def _as_time(value: object) -> str | None:
+    """An activity time as text, or `None` (the time is dropped, the memory kept).
+
+    ISO strings are unchanged; epoch seconds or milliseconds (also as a numeric string) become
+    a UTC date-time, a four-digit year its first day.
+    """
+    if isinstance(value, str) and not _NUMBER_RE.fullmatch(value.strip()):
+        return value
+    number: float
+    if isinstance(value, str):
+        number = float(value.strip())
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        return None
+    if not math.isfinite(number):
+        return None
+    if number.is_integer() and 1000 <= number <= 9999:
+        return f"{int(number):04d}-01-01"
+    if abs(number) >= _EPOCH_MS:
+        number /= 1000
+    try:
+        moment = dt.datetime.fromtimestamp(number, dt.UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return moment.isoformat(timespec="seconds")
+
+
+def _as_ids(value: object) -> list[str]:
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        return [str(value)]
+    if isinstance(value, list):
+        return [str(i) for i in value if isinstance(i, str | int) and not isinstance(i, bool)]
+    return []
+
+
+def _as_type(value: object, default: str | None) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return default
+    key = value.strip().lower().replace(" ", "_").replace("-", "_")
+    return _TYPE_ALIASES.get(key) or _TYPE_ALIASES.get(key.rstrip("s")) or default
+
+
 def _memory_item(item: object) -> dict[str, Any] | None:
+    if isinstance(item, str):
+        item = {"content": item}  # a memory given as its bare text
     if not isinstance(item, Mapping):
         return None
     data = _rename(item, _MEMORY_KEYS)
@@ -234,35 +325,39 @@ def _memory_item(item: object) -> dict[str, Any] | None:
     if isinstance(meta, Mapping):
         for key, value in _rename(meta, _MEMORY_KEYS).items():
             data.setdefault(key, value)
-    kind = data.get("type")
-    data["type"] = _TYPE_ALIASES.get(str(kind).strip().lower(), kind) if kind else "episodic"
-    priority = data.get("priority")
-    if isinstance(priority, str):
-        try:
-            data["priority"] = int(float(priority.strip()))
-        except ValueError:
-            data["priority"] = 50
-    elif isinstance(priority, float):
-        data["priority"] = int(priority)
-    elif priority is None or isinstance(priority, bool):
-        data["priority"] = 50
-    ids = data.get("source_ids")
-    if isinstance(ids, str):
-        data["source_ids"] = [ids]
-    elif ids is None:
-        data["source_ids"] = []
-    elif isinstance(ids, list):
-        data["source_ids"] = [str(i) for i in ids if isinstance(i, str | int)]
+    content = _as_text(data.get("content"))
+    if content is None:
+        return None  # no text: nothing can be stored, and nothing may be dropped silently
+    data["content"] = content
+    data["type"] = _as_type(data.get("type"), "episodic")
+    data["priority"] = _as_priority(data.get("priority"), 50)
+    data["situation"] = _as_text(data.get("situation")) or ""
+    for key in ("activity_start", "activity_end"):
+        data[key] = _as_time(data.get(key))
+    data["source_ids"] = _as_ids(data.get("source_ids"))
     return data
 
 
+def _decoded(value: object) -> object:
+    """`value`, or the JSON it holds when it is a string (a double-encoded answer)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
 def _top(raw: object, key: str, *, list_is_items: bool) -> list[Any]:
+    raw = _decoded(raw)
     if list_is_items and isinstance(raw, list):
         return raw
     if not isinstance(raw, Mapping):
         msg = f"expected a JSON object with {key!r}, got {type(raw).__name__}"
         raise InvalidAnswerError(msg)
-    items = raw.get(key)
+    items = _decoded(raw.get(key))
+    if isinstance(items, Mapping) and items:
+        return [items]  # one item given without its list
     if not isinstance(items, list):
         msg = f"the answer has no {key!r} list"
         raise InvalidAnswerError(msg)
@@ -291,15 +386,17 @@ def _items(
 def read_extraction(raw: object) -> Read[ExtractionAnswer]:
     """Read an extraction answer (`{"memories": [...]}`; a bare list of memories is accepted).
 
+    `rejected` counts the memories that could not be read (no text); the caller must not
+    treat such an answer as complete.
+
     Raises:
         InvalidAnswerError: If there is no list of memories.
     """
     items = _top(raw, "memories", list_is_items=True)
     memories, rejected = _items(items, MemoryDraft, _memory_item)
+    raw = _decoded(raw)
     situation = raw.get("situation", "") if isinstance(raw, Mapping) else ""
-    answer = ExtractionAnswer(
-        situation=situation if isinstance(situation, str) else "", memories=memories
-    )
+    answer = ExtractionAnswer(situation=_as_text(situation) or "", memories=memories)
     return Read(answer, rejected)
 
 
@@ -318,19 +415,14 @@ def _decision_item(item: object) -> dict[str, Any] | None:
         data["target_ids"] = []
     else:
         data["target_ids"] = [str(t) for t in targets if isinstance(t, str | int)]
-    kind = data.get("type")
-    data["type"] = _TYPE_ALIASES.get(str(kind).strip().lower()) if kind else None
-    priority = data.get("priority")
-    if isinstance(priority, str):
-        try:
-            data["priority"] = int(float(priority))
-        except ValueError:
-            data["priority"] = None
-    elif isinstance(priority, float):
-        data["priority"] = int(priority)
-    elif isinstance(priority, bool):
-        data["priority"] = None
-    if "new_id" in data:
+    data["type"] = _as_type(data.get("type"), None)
+    data["priority"] = _as_priority(data.get("priority"), None)
+    data["content"] = _as_text(data.get("content"))
+    for key in ("activity_start", "activity_end"):
+        data[key] = _as_time(data.get(key))
+    if isinstance(data.get("new_id"), int) and not isinstance(data["new_id"], bool):
+        data["new_id"] = f"n{data['new_id']}"
+    elif "new_id" in data:
         data["new_id"] = str(data["new_id"])
     return data
 

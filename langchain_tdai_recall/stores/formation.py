@@ -191,7 +191,11 @@ class BaseFormationState(ABC):
 
     @abstractmethod
     def scopes_with_scene_work(self) -> list[tuple[int, str, str | None]]:
-        """Scopes whose scene queue is not empty: (scope_id, user_id, agent_id)."""
+        """Scopes with scene or persona work: (scope_id, user_id, agent_id).
+
+        A non-empty scene queue, or memories written, updated or deleted since formation last
+        wrote the scope's persona (`persona_done`).
+        """
 
     @abstractmethod
     def scenes_done(self, scope_id: int, up_to_seq: int, *, owner: LeaseOwner | None) -> bool:

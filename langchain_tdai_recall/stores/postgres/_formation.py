@@ -396,13 +396,13 @@ class PostgresFormationState(BaseFormationState):
                         warmup,
                     ),
                 )
-            if written:
+            if written or deleted:  # the persona is due again after changes, deletions too
                 conn.execute(
                     "INSERT INTO tdai_formation_scopes (scope_id, memories_since_persona) "
                     "VALUES (%s, %s) ON CONFLICT (scope_id) DO UPDATE SET memories_since_persona"
                     " = tdai_formation_scopes.memories_since_persona "
                     "+ excluded.memories_since_persona",
-                    (scope_id, len(written)),
+                    (scope_id, len(written) + len(deleted)),
                 )
         return CommitOutcome(True, "", tuple(written), tuple(deleted), duplicates)
 
@@ -448,12 +448,18 @@ class PostgresFormationState(BaseFormationState):
         return int(rows[-1][0]), [by_id[i] for i in ids if i in by_id], count
 
     def scopes_with_scene_work(self) -> list[tuple[int, str, str | None]]:
-        """Scopes whose scene queue is not empty: (scope_id, user_id, agent_id)."""
+        """Scopes with scene or persona work: (scope_id, user_id, agent_id).
+
+        A non-empty scene queue, or memories written, updated or deleted since formation last
+        wrote the scope's persona.
+        """
         with self.db.connection("list scopes with scene work") as conn:
             rows = conn.execute(
-                "SELECT DISTINCT q.scope_id, s.user_id, s.agent_id "
+                "SELECT q.scope_id, s.user_id, s.agent_id "
                 "FROM tdai_formation_scene_queue q JOIN tdai_scopes s ON s.scope_id = q.scope_id "
-                "ORDER BY q.scope_id"
+                "UNION SELECT f.scope_id, s.user_id, s.agent_id FROM tdai_formation_scopes f "
+                "JOIN tdai_scopes s ON s.scope_id = f.scope_id "
+                "WHERE f.memories_since_persona > 0 AND f.persona_at > 0 ORDER BY 1"
             ).fetchall()
         return [(int(r[0]), str(r[1]), str(r[2]) or None) for r in rows]
 

@@ -44,6 +44,7 @@ def _answer(
     model: ScriptedFormationModel, tools: list[dict[str, Any]], system: str, user: str
 ) -> tuple[str, Any]:
     names = [t.get("function", t).get("name", "") for t in tools]
+    names += [n for n in _KINDS if f"`{n}`" in system]  # JSON mode: the schema is in the prompt
     name = next(n for n in names if n in _KINDS)
     kind = _KINDS[name]
     answer = model._answer(kind, system, user)  # type: ignore[arg-type]
@@ -79,10 +80,58 @@ def llm_server(model: ScriptedFormationModel) -> Iterator[Server]:
             else:
                 self.send_error(404)
 
+        def _reject(self, message: str) -> None:
+            body = json.dumps(
+                {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+            ).encode("utf-8")
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def _openai(self, request: dict[str, Any]) -> None:
             messages = request["messages"]
             system = "".join(_text(m["content"]) for m in messages if m["role"] == "system")
             user = _text(next(m for m in reversed(messages) if m["role"] == "user")["content"])
+            fmt = (request.get("response_format") or {}).get("type")
+            if fmt == "json_object" and not any(
+                "json" in _text(m["content"]).lower() for m in messages
+            ):  # what OpenAI answers to JSON mode without the word in the messages
+                self._reject(
+                    "'messages' must contain the word 'json' in some form, to use "
+                    "'response_format' of type 'json_object'."
+                )
+                return
+            if fmt in ("json_object", "json_schema"):
+                tools = request.get("tools", [])
+                if fmt == "json_schema":
+                    tools = [{"name": request["response_format"]["json_schema"]["name"]}]
+                name, answer = _answer(model, tools, system, user)
+                self._send(
+                    {
+                        "id": "chatcmpl-local",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": request.get("model", "local"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {
+                                    "role": "assistant",
+                                    "content": json.dumps(answer, ensure_ascii=False),
+                                },
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": 100,
+                            "completion_tokens": 20,
+                            "total_tokens": 120,
+                        },
+                    }
+                )
+                return
             name, answer = _answer(model, request.get("tools", []), system, user)
             arguments = json.dumps(answer, ensure_ascii=False)
             finish = "tool_calls"

@@ -70,7 +70,10 @@ def test_extraction_items_are_read_leniently() -> None:
                 },
                 {"content": "", "type": "persona", "priority": 50},
                 {"content": "odd", "type": "opinion", "priority": 50},
-                "not an object",
+                "The user owns a bike.",
+                {"type": "persona", "priority": 50},
+                {"content": {"text": "nested"}},
+                7,
             ],
         }
     )
@@ -79,12 +82,73 @@ def test_extraction_items_are_read_leniently() -> None:
         "The user flies to Kyoto in May.",
         "The user likes tea.",
         "",
+        "odd",
+        "The user owns a bike.",
     ]
     assert kept[0].type == "episodic" and kept[0].priority == 80
     assert kept[0].source_ids == ["m1"] and kept[0].activity_start == "2025-05-20"
     assert kept[1].type == "persona" and kept[1].priority == 50 and kept[1].source_ids == ["m2"]
-    assert read.rejected == 2  # unknown type, not an object
+    assert kept[3].type == "episodic"  # an unknown type is the default type, not a lost memory
+    assert read.rejected == 3  # no text, text that is not text, not an item at all
     assert read.answer.situation == "planning a trip"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("activity_end", 12345, "1970-01-01T03:25:45+00:00"),
+        ("activity_end", 1748736000, "2025-06-01T00:00:00+00:00"),
+        ("activity_end", 1748736000000, "2025-06-01T00:00:00+00:00"),
+        ("activity_end", "1748736000", "2025-06-01T00:00:00+00:00"),
+        ("activity_start", 2025, "2025-01-01"),
+        ("activity_start", {"date": "2025-06-01"}, None),
+        ("activity_start", None, None),
+        ("priority", "80", 80),
+        ("priority", " 72.6 ", 72),
+        ("priority", 72.6, 72),
+        ("priority", "high", 50),
+        ("priority", None, 50),
+        ("priority", True, 50),
+        ("priority", [80], 50),
+        ("type", None, "episodic"),
+        ("type", 3, "episodic"),
+        ("type", "Instructions", "instruction"),
+        ("situation", None, ""),
+        ("situation", 42, "42"),
+        ("source_ids", None, []),
+        ("source_ids", "m1", ["m1"]),
+        ("source_ids", [1, "m2", None, True], ["1", "m2"]),
+        ("source_ids", {"m1": True}, []),
+        ("content", 42, "42"),
+        ("content", ["The user", "likes tea."], "The user likes tea."),
+    ],
+)
+def test_wrongly_typed_fields_are_repaired_not_dropped(
+    field: str, value: object, expected: object
+) -> None:
+    # issue 18 item 1: `activity_end: 12345` made the whole memory fail validation; it was
+    # dropped, the window still counted as answered and the fact was lost
+    item: dict[str, object] = {"content": "The user likes tea.", "type": "persona"}
+    item[field] = value
+    item["confidence"] = 0.9  # extra fields are ignored
+    read = read_extraction({"memories": [item]})
+    assert read.rejected == 0
+    assert getattr(read.answer.memories[0], field) == expected
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"memories": {"content": "The user likes tea."}},
+        {"memories": '[{"content": "The user likes tea."}]'},
+        '{"memories": [{"content": "The user likes tea."}]}',
+        ["The user likes tea."],
+    ],
+)
+def test_misshapen_answer_containers_are_read(raw: object) -> None:
+    read = read_extraction(raw)
+    assert [m.content for m in read.answer.memories] == ["The user likes tea."]
+    assert read.rejected == 0
 
 
 def test_a_bare_list_of_memories_is_an_answer() -> None:

@@ -79,3 +79,28 @@ def test_flush_reports_a_timeout_and_keeps_the_work(open_memory: OpenMemory) -> 
     assert time.monotonic() - started < 0.9
     assert memory.flush(timeout=30) is True
     assert contents(memory) == ["I keep bees."]
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_flush_is_false_while_a_window_failed_and_messages_are_pending(
+    open_memory: OpenMemory, timeout: float | None
+) -> None:
+    failing = {"on": True}
+
+    def extract(window: Any) -> Any:
+        if failing["on"]:
+            msg = "provider down"
+            raise RuntimeError(msg)
+        return [
+            {"content": m["text"], "type": "persona", "priority": 60, "source_ids": [m["id"]]}
+            for m in window.messages
+            if m["role"] == "user"
+        ]
+
+    memory = open_memory(ScriptedFormationModel(extract=extract))
+    say(memory, ["I keep bees."])
+    assert memory.flush(timeout=timeout) is False  # the window failed: its messages are pending
+    assert contents(memory) == []
+    failing["on"] = False
+    assert memory.flush(timeout=timeout) is True
+    assert contents(memory) == ["I keep bees."]

@@ -144,3 +144,30 @@ def test_cli_extract_without_a_model_is_one_line(capsys: pytest.CaptureFixture[s
     code = main(["extract", "--store", ":memory:", "--embeddings", "hash"])
     _, err = capsys.readouterr()
     assert code == 1 and "--model" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("method", ["json_mode", "json_schema"])
+def test_chat_openai_json_modes_send_what_openai_accepts(tmp_path: Path, method: str) -> None:
+    # issue 18 item 2: json_mode sent response_format json_object with no schema and no
+    # message containing "json"; OpenAI answers such a request with HTTP 400
+    with llm_server(ScriptedFormationModel(extract=extract)) as server:
+        model = openai.ChatOpenAI(
+            model="gpt-4o-mini", api_key="test-key", base_url=server.url + "/v1", max_retries=0
+        )
+        config = {**FAST, "extraction": {**FAST["extraction"], "structuredOutput": method}}
+        with TdaiMemory.open(
+            tmp_path / "s", embeddings=HashEmbeddings(), config=config, extraction_model=model
+        ) as memory:
+            say_vegetarian(memory)
+            report = memory.extract()
+            assert report.ok, report.errors
+            (stored,) = memory.list_memories()
+        request = server.requests[0]
+    assert stored.content == "The user is vegetarian." and stored.priority == 85
+    if method == "json_mode":
+        assert request["response_format"] == {"type": "json_object"}
+        system = request["messages"][0]["content"]
+        assert "JSON" in system and '"memories"' in system  # the schema travels in the prompt
+    else:
+        assert request["response_format"]["type"] == "json_schema"
+        assert "memories" in request["response_format"]["json_schema"]["schema"]["properties"]

@@ -235,10 +235,12 @@ def test_the_persona_is_cut_to_its_limit(open_memory: OpenMemory) -> None:
 
 def test_system_context_is_byte_stable_when_edits_change_nothing(open_memory: OpenMemory) -> None:
     same = {"op": "update", "name": "Running", "summary": "Summary.", "body": "Body."}
+    persona = {"action": "rewrite", "persona": "# Profile\n- Runner"}  # the same text again
     # the second window adds a memory, which the user profile would show: this test is about
     # scenes and the persona, so the profile is off
     memory = open_memory(
-        scenes_model([create("Running")], [same]), {"recall": {"profile_max_chars": None}}
+        scenes_model([create("Running")], [same], persona=lambda r: persona),
+        {"recall": {"profile_max_chars": None}},
     )
     form(memory, ["I run."])
     before = memory.recall("running")
@@ -259,3 +261,57 @@ def test_scene_language_follows_the_memories(open_memory: OpenMemory) -> None:
     memory = open_memory(ScriptedFormationModel(scenes=scenes))
     form(memory, ["我每周日跑十公里。"])
     assert seen and "中文" in seen[0]
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_after_flush_the_persona_reflects_a_corrected_fact(
+    open_memory: OpenMemory, background: bool
+) -> None:
+    # issue 18 item 7: the persona was rewritten only at its first scene update and then every
+    # 50 memories, so after "Lisbon" was corrected to "Porto" it still said Lisbon
+    from langchain_tdai_recall.testing import ConsolidationRequest
+
+    def consolidate(request: ConsolidationRequest) -> Any:
+        out = []
+        for new in request.new:
+            old = next((c for c in request.candidates if "Lisbon" in c["text"]), None)
+            if "Porto" in new["text"] and old is not None:
+                out.append({"new_id": new["id"], "action": "update", "target_ids": [old["id"]]})
+            else:
+                out.append({"new_id": new["id"], "action": "add"})
+        return out
+
+    model = ScriptedFormationModel(
+        scenes=lambda request: [create("Home")] if not request.scenes else [],
+        consolidate=consolidate,
+    )
+    memory = open_memory(model, {"pipeline": {"enabled": background}})
+    say(memory, ["The user lives in Lisbon."])
+    assert memory.flush(timeout=30)
+    assert "Lisbon" in (memory.get_persona() or "")
+    say(memory, ["The user lives in Porto, not Lisbon any more."], session="s2")
+    assert memory.flush(timeout=30)
+    (home,) = memory.list_memories()
+    assert "Porto" in home.content
+    persona = memory.get_persona() or ""
+    assert "Porto" in persona and "lives in Lisbon." not in persona
+
+
+def test_after_flush_the_persona_forgets_a_forgotten_memory(open_memory: OpenMemory) -> None:
+    from langchain_tdai_recall.formation.tool import create_manage_memory_tool
+
+    model = ScriptedFormationModel(
+        scenes=lambda request: [create("Home")] if not request.scenes else []
+    )
+    memory = open_memory(model)
+    say(memory, ["The user lives in Lisbon.", "The user plays the cello."])
+    assert memory.flush(timeout=30)
+    assert "cello" in (memory.get_persona() or "")
+    cello = next(m for m in memory.list_memories() if "cello" in m.content)
+    tool = create_manage_memory_tool(memory)
+    tool.invoke({"action": "forget", "memory_id": cello.id})
+    assert memory.flush(timeout=30)  # nothing pending but the persona: it is rewritten
+    persona = memory.get_persona() or ""
+    assert "Lisbon" in persona and "cello" not in persona
+    calls = len(model.calls_of("persona"))
+    assert memory.flush(timeout=30) and len(model.calls_of("persona")) == calls  # once only

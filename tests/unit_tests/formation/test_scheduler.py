@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -189,6 +190,7 @@ def test_a_turn_never_waits_for_a_slow_model(open_memory: OpenMemory) -> None:
 def test_failures_are_logged_retried_and_never_raised_into_a_turn(
     open_memory: OpenMemory, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="langchain_tdai_recall")
     state = {"calls": 0}
 
     def flaky(window: FormationWindow) -> Any:
@@ -209,7 +211,7 @@ def test_failures_are_logged_retried_and_never_raised_into_a_turn(
         time.sleep(0.05)
     assert contents(memory) == ["I like chess."]
     assert state["calls"] == 3
-    assert "provider outage" in caplog.text
+    assert "provider outage" in caplog.text  # at DEBUG only (test_formation_logs_carry_...)
 
 
 def test_G_X20_an_empty_capture_is_not_a_turn(open_memory: OpenMemory) -> None:
@@ -259,3 +261,27 @@ def test_background_disabled_forms_only_on_request(open_memory: OpenMemory) -> N
     assert model.calls_of("extract") == []
     assert memory.flush(timeout=30)
     assert len(model.calls_of("extract")) == 1
+
+
+def test_formation_logs_carry_no_exception_message_and_no_user_id_above_debug(
+    open_memory: OpenMemory, caplog: pytest.LogCaptureFixture
+) -> None:
+    # issue 18 item 7: warnings carried the exception text and the user id
+    caplog.set_level(logging.DEBUG, logger="langchain_tdai_recall")
+
+    def failing(window: FormationWindow) -> Any:
+        msg = "quota exceeded for account acct-7731"
+        raise RuntimeError(msg)
+
+    memory = open_memory(ScriptedFormationModel(extract=failing))
+    say(memory, ["I like chess."], user_id="user-4412")
+    report = memory.extract(user_id="user-4412")
+    assert report.failed_windows == 1
+    loud = [r for r in caplog.records if r.levelno > logging.DEBUG]
+    assert any(r.levelno == logging.WARNING and "RuntimeError" in r.getMessage() for r in loud)
+    for record in loud:
+        text = record.getMessage() + str(record.exc_info or "")
+        assert "acct-7731" not in text and "user-4412" not in text, text
+        assert "I like chess" not in text
+    debug = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG)
+    assert "acct-7731" in debug  # the details are there for whoever turns DEBUG on

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from uuid import UUID
 
@@ -116,9 +117,45 @@ def test_tool_writes_go_through_consolidation(open_memory: OpenMemory) -> None:
     old = memory.add_memory("Dana lives in Rome", type="persona", user_id="dana")
     tool = create_manage_memory_tool(memory, user_id="dana")
     call(tool, action="remember", content="Dana lives in Rome since 2024")
+    assert memory.flush(timeout=30)  # consolidation runs in the background
     assert len(seen) == 1
+    assert [c["text"] for c in seen[0].candidates] == ["Dana lives in Rome"]  # not itself
     (current,) = memory.list_memories(user_id="dana")
     assert current.id == old.id and current.content == "Dana lives in Rome since 2024."
+
+
+@pytest.mark.parametrize("action", ["update", "skip", "add", "delete"])
+def test_the_tool_never_waits_for_a_slow_model_inside_the_turn(
+    open_memory: OpenMemory, action: str
+) -> None:
+    # issue 18 item 6: with a similar memory stored, the tool called the formation model in
+    # the turn, bounded only by extraction.timeoutSeconds (180 s by default)
+    def consolidate(request: ConsolidationRequest) -> Any:
+        targets = [] if action in ("add", "skip") else ["c1"]
+        return [{"new_id": "n1", "action": action, "target_ids": targets}]
+
+    model = ScriptedFormationModel(consolidate=consolidate, delay_s=1.5)
+    memory = open_memory(model, {"extraction": {"timeoutSeconds": 30}})
+    old = memory.add_memory("Erin works at the harbour", type="persona", user_id="erin")
+    tool = create_manage_memory_tool(memory, user_id="erin")
+    started = time.monotonic()
+    out = call(tool, action="remember", content="Erin works at the harbour in Hamburg")
+    assert time.monotonic() - started < 1.0  # the model takes 1.5 s: it was not waited for
+    assert out.startswith("Remembered (id ")
+    stored = sorted(m.content for m in memory.list_memories(user_id="erin"))
+    assert stored == ["Erin works at the harbour", "Erin works at the harbour in Hamburg"]
+    assert memory.flush(timeout=30)
+    assert len(model.calls_of("consolidate")) == 1
+    after = {m.id: m.content for m in memory.list_memories(user_id="erin")}
+    if action == "update":  # folded into the stored memory, which keeps its id
+        assert after == {old.id: "Erin works at the harbour in Hamburg"}
+    elif action == "skip":  # already said: the new row goes
+        assert after == {old.id: "Erin works at the harbour"}
+    elif action == "add":
+        assert len(after) == 2
+    else:  # the new memory contradicts the old one
+        assert list(after.values()) == ["Erin works at the harbour in Hamburg"]
+        assert old.id not in after
 
 
 def test_forget_by_description_asks_when_several_match(open_memory: OpenMemory) -> None:

@@ -1,0 +1,249 @@
+"""No fact is lost to a malformed extraction answer (issue 18, formation item 1).
+
+A scripted model answers each session's window first with one malformed variant (wrong types
+in every field, missing fields, extra fields, nulls, truncated JSON, prose around JSON, broken
+tool calls, a failing call) and, when asked again, with a correct answer. Every fact must end
+up formed exactly once: at the first attempt when the type error is repaired, after a retry
+when it cannot be; a window that keeps failing is held and reported pending, never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.messages import AIMessage, InvalidToolCall, ToolCall
+
+from langchain_tdai_recall.testing import (
+    ConsolidationRequest,
+    FormationWindow,
+    ScriptedFormationModel,
+)
+from tests.unit_tests.formation.conftest import OpenMemory, say
+
+Variant = Callable[[str, str], Any]
+"""(fact, message id) -> the first answer."""
+
+
+def good(fact: str, mid: str) -> dict[str, Any]:
+    return {"content": fact, "type": "persona", "priority": 60, "source_ids": [mid]}
+
+
+def with_fields(**fields: Any) -> Variant:
+    return lambda fact, mid: [{**good(fact, mid), **fields}]
+
+
+def tool_message(args: Any, **meta: Any) -> AIMessage:
+    return AIMessage(
+        content="",
+        tool_calls=[ToolCall(name="ExtractionAnswer", args=args, id="call_1")],
+        response_metadata=meta,
+    )
+
+
+def fail(fact: str, mid: str) -> Any:
+    del fact, mid
+    msg = "provider unavailable"
+    raise RuntimeError(msg)
+
+
+REPAIRED: dict[str, Variant] = {
+    "epoch end": with_fields(activity_end=12345),
+    "epoch string start": with_fields(activity_start="1748736000"),
+    "epoch ms start": with_fields(activity_start=1748736000000),
+    "year start": with_fields(activity_start=2025),
+    "unparseable time": with_fields(activity_start="next week"),
+    "object time": with_fields(activity_end={"date": "2025-06-01"}),
+    "end before start": with_fields(activity_start="2025-06-02", activity_end="2025-06-01"),
+    "numeric string priority": with_fields(priority="80"),
+    "word priority": with_fields(priority="high"),
+    "null priority": with_fields(priority=None),
+    "list priority": with_fields(priority=[70]),
+    "huge priority": with_fields(priority=1e9),
+    "bool priority": with_fields(priority=True),
+    "null type": with_fields(type=None),
+    "number type": with_fields(type=7),
+    "unknown type": with_fields(type="opinion"),
+    "plural type": with_fields(type="Preferences"),
+    "string source": lambda fact, mid: [{**good(fact, mid), "source_ids": mid}],
+    "numeric source": lambda fact, mid: [{**good(fact, mid), "source_ids": [int(mid[1:])]}],
+    "object source": with_fields(source_ids={"m1": True}),
+    "null source": with_fields(source_ids=None),
+    "number situation": with_fields(situation=5),
+    "all optional null": with_fields(
+        situation=None, activity_start=None, activity_end=None, source_ids=None
+    ),
+    "extra fields": with_fields(confidence=0.9, reasoning={"why": ["because"]}, id=None),
+    "content only": lambda fact, mid: [{"content": fact}],
+    "content as parts": lambda fact, mid: [{**good(fact, mid), "content": fact.split(" ")}],
+    "renamed fields": lambda fact, mid: [
+        {"text": fact, "scene": "life", "message_ids": [mid], "start_time": "2025-01-01"}
+    ],
+    "metadata times": lambda fact, mid: [
+        {**good(fact, mid), "metadata": {"activity_start_time": 1748736000}}
+    ],
+    "everything wrong": lambda fact, mid: [
+        {
+            "text": fact,
+            "type": 1,
+            "priority": "abc",
+            "situation": [],
+            "start": 1748736000000,
+            "end": {"a": 1},
+            "message_ids": int(mid[1:]),
+            "extra": None,
+        }
+    ],
+    "bare string item": lambda fact, mid: [fact],
+    "single object": lambda fact, mid: {"memories": good(fact, mid)},
+    "double encoded list": lambda fact, mid: {"memories": json.dumps([good(fact, mid)])},
+    "double encoded answer": lambda fact, mid: json.dumps(
+        json.dumps({"memories": [good(fact, mid)]})
+    ),
+    "prose around fenced JSON": lambda fact, mid: (
+        "Sure! Here you go:\n```json\n"
+        + json.dumps({"memories": [good(fact, mid)]})
+        + "\n```\nHope this helps."
+    ),
+    "prose around bare JSON": lambda fact, mid: (
+        "I found this: " + json.dumps({"memories": [good(fact, mid)]}) + " That is all."
+    ),
+    "empty item beside": lambda fact, mid: [good(fact, mid), {"content": "  "}],
+}
+
+RETRIED: dict[str, Variant] = {
+    "null content": with_fields(content=None),
+    "missing content": lambda fact, mid: [{"type": "persona", "priority": 60}],
+    "object content": with_fields(content={"text": "?"}),
+    "number item": lambda fact, mid: [7],
+    "null item": lambda fact, mid: [None],
+    "partly malformed": lambda fact, mid: [good(fact, mid), {"content": None, "priority": 90}],
+    "truncated JSON": lambda fact, mid: '{"memories": [{"content": "' + fact[:10],
+    "prose only": lambda fact, mid: "I could not find anything worth remembering.",
+    "empty reply": lambda fact, mid: "",
+    "null answer": lambda fact, mid: "null",
+    "wrong top key": lambda fact, mid: {"items": [good(fact, mid)]},
+    "cut off by the output limit": lambda fact, mid: tool_message(
+        {"memories": [good(fact, mid)]}, finish_reason="length"
+    ),
+    "invalid tool call": lambda fact, mid: AIMessage(
+        content="",
+        invalid_tool_calls=[
+            InvalidToolCall(
+                name="ExtractionAnswer", args='{"memories": [', id="call_1", error="bad JSON"
+            )
+        ],
+    ),
+    "failing call": fail,
+}
+
+
+def test_no_fact_is_lost_to_any_malformed_answer(open_memory: OpenMemory) -> None:
+    variants = {**REPAIRED, **RETRIED}
+    facts = {name: f"The user's locker {i} code is {1000 + i}." for i, name in enumerate(variants)}
+    by_fact = {fact: name for name, fact in facts.items()}
+    attempts: dict[str, int] = dict.fromkeys(variants, 0)
+    broken = {"on": True}
+    stuck_fact = "The user's bike is called Rocinante."
+
+    def extract(window: FormationWindow) -> Any:
+        user = next((m for m in window.messages if m["role"] == "user"), None)
+        if user is None:  # a window split after failures may hold the answer alone
+            return []
+        if user["text"] == stuck_fact:  # a model that never gets this window right
+            if broken["on"]:
+                return '{"memories": [{"content": "The user'
+            return [good(stuck_fact, user["id"])]
+        name = by_fact[user["text"]]
+        attempts[name] += 1
+        if attempts[name] == 1:
+            return variants[name](user["text"], user["id"])
+        return [good(user["text"], user["id"])]
+
+    memory = open_memory(ScriptedFormationModel(extract=extract))
+    for name, fact in facts.items():
+        say(memory, [fact], session=f"s-{list(variants).index(name)}")
+    say(memory, [stuck_fact], session="stuck")
+
+    first = memory.extract()
+    assert first.failed_windows == len(RETRIED) + 1
+    assert first.pending_messages == 2 * (len(RETRIED) + 1)  # held, not skipped
+    for _ in range(3):
+        memory.extract()
+
+    stored = memory.list_memories()
+    texts = [m.content for m in stored]
+    for name, fact in facts.items():
+        assert texts.count(fact) == 1, f"{name}: formed {texts.count(fact)} times"
+        assert attempts[name] == (1 if name in REPAIRED else 2), name
+    assert stuck_fact not in texts
+    left = memory.extract()
+    assert left.failed_windows == 1 and left.pending_messages == 2  # still reported pending
+    assert memory.flush(timeout=30) is False
+
+    by_text = {m.content: m for m in stored}
+    assert by_text[facts["epoch end"]].activity_end_time is not None
+    assert by_text[facts["epoch ms start"]].activity_start_time is not None
+    assert by_text[facts["numeric string priority"]].priority == 80
+    assert by_text[facts["huge priority"]].priority == 100
+    assert by_text[facts["numeric source"]].source_message_ids  # `1` read as `m1`
+    assert by_text[facts["unparseable time"]].activity_start_time is None  # time dropped, fact kept
+
+    broken["on"] = False
+    assert memory.flush(timeout=30) is True
+    assert [m.content for m in memory.list_memories()].count(stuck_fact) == 1
+
+
+CONSOLIDATION: dict[str, Callable[[str], Any]] = {
+    "truncated JSON": lambda nid: '{"decisions": [{"new_id": "' + nid,
+    "prose only": lambda nid: "These look different to me.",
+    "empty reply": lambda nid: "",
+    "failing call": lambda nid: fail("", ""),
+    "wrong top key": lambda nid: {"choices": [{"new_id": nid, "action": "add"}]},
+    "single object": lambda nid: {"decisions": {"new_id": nid, "action": "add"}},
+    "bare list": lambda nid: [{"new_id": nid, "action": "add"}],
+    "number id": lambda nid: [{"new_id": int(nid[1:]), "action": "add"}],
+    "unknown action": lambda nid: [{"new_id": nid, "action": "keep both"}],
+    "null everything": lambda nid: [
+        {"new_id": nid, "action": None, "target_ids": None, "content": None, "priority": None}
+    ],
+    "wrong types": lambda nid: [
+        {"new_id": nid, "action": 3, "target_ids": {"c1": 1}, "priority": "x", "type": 9}
+    ],
+    "unknown target": lambda nid: [{"new_id": nid, "action": "update", "target_ids": ["c99"]}],
+    "not an item": lambda nid: ["add"],
+}
+"""First consolidation answers; the retry answers `add`. None may lose the new memory."""
+
+
+def test_no_fact_is_lost_to_a_malformed_consolidation_answer(open_memory: OpenMemory) -> None:
+    facts = {
+        name: f"The user's locker {i} code is {1000 + i}." for i, name in enumerate(CONSOLIDATION)
+    }
+    by_fact = {fact: name for name, fact in facts.items()}
+    attempts = dict.fromkeys(CONSOLIDATION, 0)
+
+    def consolidate(request: ConsolidationRequest) -> Any:
+        (new,) = request.new
+        name = by_fact[new["text"]]
+        attempts[name] += 1
+        if attempts[name] == 1:
+            return CONSOLIDATION[name](new["id"])
+        return [{"new_id": new["id"], "action": "add"}]
+
+    memory = open_memory(
+        ScriptedFormationModel(consolidate=consolidate),
+        {"extraction": {"candidateFloor": 0.0}},  # every stored memory is a candidate
+    )
+    memory.add_memory("The user's locker code is 999.", type="persona")
+    for i, fact in enumerate(facts.values()):
+        say(memory, [fact], session=f"s-{i}")
+        memory.extract()  # one at a time: each window's batch holds one new memory
+    for _ in range(3):
+        memory.extract()
+    texts = [m.content for m in memory.list_memories()]
+    for name, fact in facts.items():
+        assert texts.count(fact) == 1, f"{name}: formed {texts.count(fact)} times"
+        assert attempts[name] >= 1, f"{name}: the model was never asked"
+    assert memory.flush(timeout=30) is True
