@@ -243,11 +243,12 @@ class RecallConfig(_ConfigModel):
     to the profile and to search."""
     profile_max_chars: int | None = Field(default=DEFAULT_PROFILE_MAX_CHARS, ge=100, le=100_000)
     """Budget, in code points of memory lines, of the user's profile in the system context: after
-    the pinned memories, the scope's other memories in profile order (priority, then `persona`
-    before `instruction` before `episodic`, then oldest, then id) go into the key memories as long
-    as their lines fit. A user with a handful of memories is thus shown all of them on every turn
-    (a stable, cache-friendly cost), however a request is worded; a large scope shows its most
-    important stable facts and leaves the rest to search. `None` turns the profile off."""
+    the pinned memories, the scope's other memories of priority 30 or more in profile order
+    (priority, then `persona` before `instruction` before `episodic`, then oldest, then id) go into
+    the key memories as long as their lines fit. A user with a handful of memories is thus shown all
+    of them on every turn (a stable, cache-friendly cost), however a request is worded; a large
+    scope shows its most important stable facts and leaves the rest to search. `None` turns the
+    profile off."""
     strategy: Strategy = "hybrid"
     """`hybrid`, `embedding` or `keyword`."""
     timeout_ms: int = Field(default=DEFAULT_RECALL_TIMEOUT_MS, ge=0, le=600_000)

@@ -122,7 +122,7 @@ class ExtractionConfig(_SectionModel):
     """Keep priority -1 (an absolute standing rule) when the user stated it in their own
     message (see the README on prompt injection); `False` stores every extracted -1 as
     priority 90 (`extraction.STANDING_RULE_FALLBACK`), and a rule drawn from steering text at
-    most at 50 (`extraction.STEERING_PRIORITY_CAP`) either way."""
+    most at 20 (`extraction.STEERING_PRIORITY_CAP`) either way."""
     retry_base_seconds: float = Field(default=30.0, gt=0, le=86_400)
     """Wait before retrying a failed window; doubled per consecutive failure."""
     retry_max_seconds: float = Field(default=3_600.0, gt=0, le=604_800)

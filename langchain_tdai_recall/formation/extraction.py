@@ -57,10 +57,12 @@ than steering (the assistant's words, no cited message, not an instruction, or
 `allow_standing_rules=False`): an important instruction the user can see and correct, but not
 an absolute one."""
 
-STEERING_PRIORITY_CAP: Final = 50
-"""Highest priority of a memory drawn from steering text (`steers`): an ordinary memory, left
-to search. Every pin level (`recall.pin_priority`, `recall.pin_instruction_priority`) is at
-least 60, so such a memory is never pinned into the system prompt, and never a `-1` rule."""
+STEERING_PRIORITY_CAP: Final = 20
+"""Highest priority of a memory drawn from steering text (`steers`): a minor memory, left to
+search. Every pin level (`recall.pin_priority`, `recall.pin_instruction_priority`) is at least
+60 and the user profile takes memories of priority 30 or more (`store._profile`), so such a
+memory never reaches the system prompt unless a message is about it, and is never a `-1`
+rule."""
 
 _SITUATION_CHARS: Final = 80
 _ELLIPSIS: Final = "…"

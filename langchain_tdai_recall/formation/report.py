@@ -55,7 +55,7 @@ class ExtractionReport:
     a memory that cannot be read at all fails its window instead, see `failed_windows`)."""
     downgraded_rules: int = 0
     """Priorities lowered by the prompt-injection rules: a `-1` that did not qualify (kept as
-    90), or a memory from steering text (capped at 50, below every pin level)."""
+    90), or a memory from steering text (capped at 20, below every pin level and the profile)."""
     decisions: dict[str, int] = field(default_factory=dict)
     """Consolidation totals: `add`, `update`, `merge`, `delete`, `skip`, `duplicate`."""
     invalid_decisions: int = 0

@@ -1,10 +1,11 @@
 """The head of a scope's memories in profile order, kept up to date write by write.
 
-Recall's user profile (`recall.engine`) shows a scope's memories in *profile order* — priority
-(highest first), then `persona`, `instruction`, `episodic`, then oldest, then id — as far as a
-character budget reaches, so it only ever needs the first few hundred of them. Sorting a large
-scope for that after every write would cost about 100 ms at 100k memories; `ProfileHead` keeps
-the first `capacity` rows in order instead and updates them in O(log capacity) per written row.
+Recall's user profile (`recall.engine`) shows a scope's memories of priority `PROFILE_MIN_PRIORITY`
+or more in *profile order* — priority (highest first), then `persona`, `instruction`, `episodic`,
+then oldest, then id — as far as a character budget reaches, so it only ever needs the first few
+hundred of them. Sorting a large scope for that after every write would cost about 100 ms at 100k
+memories; `ProfileHead` keeps the first `capacity` rows in order instead and updates them in O(log
+capacity) per written row.
 
 Invariant: every eligible row that is not in the head sorts after the head's last row. Adding a
 row keeps it (inserting, and evicting the last row when the head is full); removing a row from
@@ -19,7 +20,11 @@ import heapq
 from collections.abc import Iterable
 from typing import Final, Protocol
 
-__all__ = ["PROFILE_TYPE_RANK", "ProfileHead", "profile_key"]
+__all__ = ["PROFILE_MIN_PRIORITY", "PROFILE_TYPE_RANK", "ProfileHead", "profile_key"]
+
+PROFILE_MIN_PRIORITY: Final = 30
+"""Memories below this priority are never in a profile: minor facts (and text memory formation
+found steering the memory system, which it stores below this) are left to search."""
 
 PROFILE_TYPE_RANK: Final[dict[str, int]] = {"persona": 0, "instruction": 1, "episodic": 2}
 """Among memories of equal priority: stable facts first, then rules, then events."""
@@ -42,7 +47,7 @@ class ProfileFields(Protocol):
 
 def profile_key(rowid: int, meta: ProfileFields) -> ProfileKey | None:
     """The sort key of a row in profile order; `None` for rows that are never in a profile."""
-    if meta.priority < 0:  # standing rules have a block of their own
+    if meta.priority < PROFILE_MIN_PRIORITY:  # standing rules (-1) have a block of their own
         return None
     return (-meta.priority, PROFILE_TYPE_RANK.get(meta.kind, 3), meta.created, meta.id, rowid)
 

@@ -108,3 +108,9 @@ def test_the_memory_tool_caps_injected_text(open_memory: OpenMemory) -> None:
     )
     (corrected,) = memory.list_memories(user_id="alice")
     assert corrected.priority == STEERING_PRIORITY_CAP
+
+
+def test_steering_text_stays_below_the_user_profile() -> None:
+    from langchain_tdai_recall.store._profile import PROFILE_MIN_PRIORITY
+
+    assert STEERING_PRIORITY_CAP < PROFILE_MIN_PRIORITY

@@ -147,3 +147,11 @@ def test_a_profile_memory_the_request_is_about_is_also_in_the_block(memory: Tdai
     assert result is not None
     assert [m.content for m in result.profile] == ["Has a golden retriever named Biscuit"]
     assert [m.content for m in result.memories] == ["Has a golden retriever named Biscuit"]
+
+
+def test_minor_memories_are_left_to_search(memory: TdaiMemory) -> None:
+    memory.add_memory("Once tried sushi", priority=10, user_id="u")
+    memory.add_memory("Has a dog", type="persona", user_id="u")
+    result = memory.recall("hello", user_id="u")
+    assert result is not None
+    assert [m.content for m in result.profile] == ["Has a dog"]

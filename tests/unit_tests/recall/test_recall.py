@@ -221,6 +221,7 @@ def test_slow_embedder_degrades_to_keyword_within_its_own_timeout() -> None:
     cfg = {"recall": {"timeoutMs": 3000}, "embedding": {"queryTimeoutMs": 100}}
     with TdaiMemory.open(None, embeddings=emb, config=cfg) as mem:
         seeded(mem)
+        assert mem.flush(timeout=30)  # the memories have vectors: only the query is slow
         start = time.monotonic()
         result = mem.recall("peanut 花生", user_id=USER)
         assert time.monotonic() - start < 1.0
