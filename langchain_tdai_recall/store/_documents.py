@@ -21,7 +21,6 @@ import hashlib
 import logging
 import os
 import re
-import sys
 import tempfile
 import threading
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import unquote
 
+from langchain_tdai_recall._process import pid_alive
 from langchain_tdai_recall.errors import (
     ConfigError,
     StoreError,
@@ -409,20 +409,6 @@ def _atomic_write(path: Path, text: str) -> None:
             raise
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    if sys.platform == "win32":  # os.kill(pid, 0) would terminate the process there
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # it exists but belongs to someone else
-    return True
-
-
 def remove_abandoned_temp_files(root: Path) -> int:
     """Delete `.tmp-*.md` files that interrupted writes left under `root`; returns how many.
 
@@ -439,7 +425,7 @@ def remove_abandoned_temp_files(root: Path) -> int:
             continue
         try:
             age = now - path.stat().st_mtime
-            if match.group(1) and _pid_alive(int(match.group(1))) and age < _ABANDONED_AFTER_S:
+            if match.group(1) and pid_alive(int(match.group(1))) and age < _ABANDONED_AFTER_S:
                 continue
             path.unlink()
             removed += 1

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from langchain_tdai_recall._process import pid_alive
 from langchain_tdai_recall.store._history import Change, versions, versions_of_current
 from langchain_tdai_recall.store._sqlite import _MEMORY_COLS, SqliteRecords, _memory
 from langchain_tdai_recall.stores.formation import BaseFormationState
@@ -142,16 +143,6 @@ class CommitOutcome:
     """Ids deleted."""
     duplicates: int = 0
     """New memories not written because an exact duplicate appeared meanwhile."""
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class FormationRecords(BaseFormationState):
@@ -351,7 +342,7 @@ class FormationRecords(BaseFormationState):
             if row is not None and row[0] != owner.token and float(row[3]) > now:
                 if row[1] != owner.host or int(row[2]) == owner.pid:
                     return False  # another host (liveness unknown), or another engine here
-                if _pid_alive(int(row[2])):
+                if pid_alive(int(row[2])):
                     return False
                 # its owner process on this host is gone (killed): take the lease over now
             conn.execute(

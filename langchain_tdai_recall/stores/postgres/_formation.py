@@ -22,7 +22,6 @@ Lock order, to stay free of deadlocks: lease row, then the session row, then the
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from typing import Any, Final
@@ -30,6 +29,7 @@ from typing import Any, Final
 import numpy as np
 import psycopg
 
+from langchain_tdai_recall._process import pid_alive
 from langchain_tdai_recall.store._formation import (
     CommitOutcome,
     L0Message,
@@ -61,16 +61,6 @@ __all__ = ["PostgresFormationState"]
 
 _NOW: Final = "extract(epoch FROM clock_timestamp())"
 """The server's clock, in epoch seconds."""
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _session(row: Sequence[Any]) -> SessionState:
@@ -274,7 +264,7 @@ class PostgresFormationState(BaseFormationState):
             if held and held != owner.token and live:
                 if host != owner.host or pid == owner.pid:
                     return False  # another host (liveness unknown), or another engine here
-                if _pid_alive(pid):
+                if pid_alive(pid):
                     return False
                 # its owner process on this host is gone (killed): take the lease over now
             conn.execute(

@@ -45,6 +45,8 @@ from types import FrameType, TracebackType
 from typing import Final, Self
 from urllib.parse import quote
 
+from langchain_tdai_recall._process import pid_alive
+
 __all__ = ["TemporaryPostgres", "TemporaryPostgresError", "bundled_binaries"]
 
 logger = logging.getLogger(__name__)
@@ -91,16 +93,6 @@ def bundled_binaries() -> Path:
         )
         raise TemporaryPostgresError(msg)
     return Path(spec.origin).parent / "pginstall" / "bin"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class _SigtermAsInterrupt:
@@ -268,15 +260,15 @@ class TemporaryPostgres:
                 owner = int(owner_file.read_text().strip())
             except (OSError, ValueError):
                 owner = 0
-            if owner and _pid_alive(owner):
+            if owner and pid_alive(owner):
                 continue
             pid_file = folder / "postmaster.pid"
             with contextlib.suppress(OSError, ValueError, IndexError):
                 pid = int(pid_file.read_text().split()[0])
-                if _pid_alive(pid):
+                if pid_alive(pid):
                     os.kill(pid, signal.SIGQUIT)  # immediate shutdown of the leaked server
                     for _ in range(50):
-                        if not _pid_alive(pid):
+                        if not pid_alive(pid):
                             break
                         time.sleep(0.1)
             shutil.rmtree(folder, ignore_errors=True)
