@@ -26,9 +26,10 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Final, Literal, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AliasChoices, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from langchain_tdai_recall._config_base import ConfigModel, config_error
 from langchain_tdai_recall._records import shown
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.formation.config import ExtractionConfig, PersonaConfig, PipelineConfig
@@ -114,56 +115,15 @@ def derive_query_timeout_ms(recall_timeout_ms: int) -> int:
     return max(1, recall_timeout_ms * 2 // 5)
 
 
-def _problems(exc: ValidationError) -> list[tuple[str, str]]:
-    """(dotted field, what is wrong) pairs; nested models' problems get their full path."""
-    out: list[tuple[str, str]] = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(_key(p) for p in err["loc"])
-        inner = (err.get("ctx") or {}).get("error")
-        if isinstance(inner, ConfigError) and inner.problems:
-            out += [(".".join(x for x in (loc, sub) if x), text) for sub, text in inner.problems]
-        elif err["type"] == "extra_forbidden":
-            out.append((loc, f"unknown key (value {shown(err['input'])}); check the spelling"))
-        else:
-            out.append((loc, f"{err['msg']} (got {shown(err['input'])})"))
-    return out
+class _ConfigModel(ConfigModel):
+    """The recall-side sections: the shared base plus the original plugin's keys.
 
-
-def _key(part: object) -> str:
-    """One step of a field path for a message (a key may be any length: cut it)."""
-    text = str(part)
-    return text if len(text) <= 80 else f"{text[:79]}…"
-
-
-def _config_error(exc: ValidationError, *, source: str | None = None) -> ConfigError:
-    problems = _problems(exc)
-    where = f" in {source}" if source else ""
-    text = "; ".join(f"{loc or '(root)'}: {what}" for loc, what in problems)
-    error = ConfigError(f"invalid configuration{where}: {text}")
-    error.problems = problems
-    return error
-
-
-class _ConfigModel(BaseModel):
-    """Frozen, strict-keyed base: snake_case names, camelCase aliases, errors as ConfigError."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        extra="forbid",
-        frozen=True,
-        use_attribute_docstrings=True,
-    )
+    Keys of the original that have no effect here are dropped (and named in one INFO line), and
+    keys that moved are translated, section by section.
+    """
 
     _section: ClassVar[str] = ""
     """Dotted name of this model's section in `TdaiConfig` (`""` for the top level)."""
-
-    def __init__(self, /, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise _config_error(exc) from exc
 
     @model_validator(mode="before")
     @classmethod
@@ -192,18 +152,6 @@ class _ConfigModel(BaseModel):
         """Hook for original keys that map onto this package's settings; appends log notes."""
         del notes
         return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Self:
-        """Validate a dictionary (snake_case or upstream camelCase keys)."""
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise _config_error(exc) from exc
-
-    def to_dict(self, *, by_alias: bool = False) -> dict[str, Any]:
-        """Plain JSON-compatible dictionary; `by_alias=True` writes camelCase keys."""
-        return self.model_dump(mode="json", by_alias=by_alias)
 
 
 DEFAULT_PROFILE_MAX_CHARS: Final = 1500
@@ -522,7 +470,7 @@ class TdaiConfig(_ConfigModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise _config_error(exc, source=str(p)) from exc
+            raise config_error(exc, source=str(p)) from exc
 
     @classmethod
     def coerce(cls, config: TdaiConfig | dict[str, Any] | str | os.PathLike[str] | None) -> Self:

@@ -12,10 +12,11 @@ recall settings; `TdaiConfig` has one field per section.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Self
+from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic import AliasChoices, Field
+
+from langchain_tdai_recall._config_base import ConfigModel
 
 __all__ = [
     "ExtractionConfig",
@@ -35,42 +36,7 @@ StructuredOutputMethod = Literal["auto", "function_calling", "json_schema", "jso
 """
 
 
-class _SectionModel(BaseModel):
-    """Same rules as the models of `config.py` (frozen, strict keys, camelCase aliases)."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        extra="forbid",
-        frozen=True,
-        use_attribute_docstrings=True,
-    )
-
-    def __init__(self, /, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            from langchain_tdai_recall.config import _config_error  # noqa: PLC0415 - cycle
-
-            raise _config_error(exc) from exc
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Self:
-        """Validate a dictionary (snake_case or upstream camelCase keys)."""
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            from langchain_tdai_recall.config import _config_error  # noqa: PLC0415
-
-            raise _config_error(exc) from exc
-
-    def to_dict(self, *, by_alias: bool = False) -> dict[str, Any]:
-        """Plain JSON-compatible dictionary; `by_alias=True` writes camelCase keys."""
-        return self.model_dump(mode="json", by_alias=by_alias)
-
-
-class ExtractionConfig(_SectionModel):
+class ExtractionConfig(ConfigModel):
     """L0 → L1: extraction windows, limits and consolidation (upstream `extraction.*`)."""
 
     enabled: bool = True
@@ -131,7 +97,7 @@ class ExtractionConfig(_SectionModel):
     """Windows one background run extracts before yielding to other scopes."""
 
 
-class PipelineConfig(_SectionModel):
+class PipelineConfig(ConfigModel):
     """When formation runs (upstream `pipeline.*`)."""
 
     enabled: bool = True
@@ -161,7 +127,7 @@ class PipelineConfig(_SectionModel):
     """Scopes formed at the same time in one process (one run per scope, always)."""
 
 
-class PersonaConfig(_SectionModel):
+class PersonaConfig(ConfigModel):
     """L1 → L2 scenes → L3 persona (upstream `persona.*`)."""
 
     enabled: bool = True
