@@ -8,6 +8,7 @@ from typing import Literal, TypeAlias
 
 __all__ = [
     "MEMORY_TYPES",
+    "Change",
     "ImportReport",
     "Language",
     "LanguageSetting",
@@ -414,6 +415,11 @@ class ImportReport:
     """One line per skipped item, saying what and why."""
 
 
+Change = Literal["update", "merge", "merged", "delete"]
+"""What ended a version of a memory: an update, a merge into a new memory (`merge`), being merged
+into another memory (`merged`), or a deletion."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryVersion:
     """One version of an L1 memory, as listed by `TdaiMemory.history(memory_id)`.
@@ -428,7 +434,7 @@ class MemoryVersion:
     """The memory as it was in this version (`updated_at` is when this version was written)."""
     current: bool
     """Whether this is the stored memory now."""
-    change: Literal["update", "merge", "merged", "delete"] | None
+    change: Change | None
     """What ended this version: `update`, `merge` (it absorbed other memories), `merged` (it
     was absorbed into `related_ids[0]`) or `delete`; `None` for the current version."""
     changed_by: str | None

@@ -56,11 +56,10 @@ from langchain_tdai_recall.formation.schemas import (
     read_consolidation,
 )
 from langchain_tdai_recall.recall.search import EMBEDDING_WEIGHT, Searcher
-from langchain_tdai_recall.store._history import Change
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.text.tokenize import Query
-from langchain_tdai_recall.types import MemoryRecord, Scope, Strategy
+from langchain_tdai_recall.types import Change, MemoryRecord, Scope, Strategy
 
 __all__ = ["DECISIONS", "Consolidator", "Plan", "PlannedWrite", "relevance"]
 

@@ -32,7 +32,7 @@ from typing import Any, Final
 from langchain_tdai_recall.formation.config import ExtractionConfig
 from langchain_tdai_recall.formation.prompts import Lang, detect_language
 from langchain_tdai_recall.formation.schemas import ExtractionAnswer, MemoryDraft
-from langchain_tdai_recall.store._formation import L0Message
+from langchain_tdai_recall.stores.formation import L0Message
 from langchain_tdai_recall.text.lookalike import fold
 from langchain_tdai_recall.types import MemoryType
 

@@ -59,13 +59,13 @@ from langchain_tdai_recall.formation.schemas import (
     read_extraction,
 )
 from langchain_tdai_recall.recall.search import Searcher
-from langchain_tdai_recall.store._formation import (
+from langchain_tdai_recall.stores.base import BaseMemoryStore
+from langchain_tdai_recall.stores.formation import (
+    BaseFormationState,
     LeaseOwner,
     PendingSession,
     Upsert,
 )
-from langchain_tdai_recall.stores.base import BaseMemoryStore
-from langchain_tdai_recall.stores.formation import BaseFormationState
 from langchain_tdai_recall.types import Scope
 
 if TYPE_CHECKING:

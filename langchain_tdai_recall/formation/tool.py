@@ -58,10 +58,9 @@ from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.formation.consolidation import Consolidator, Plan
 from langchain_tdai_recall.formation.extraction import NewMemory, steering_cap, steers
 from langchain_tdai_recall.formation.prompts import detect_language
-from langchain_tdai_recall.store._formation import Upsert
-from langchain_tdai_recall.store._history import Change
+from langchain_tdai_recall.stores.formation import Upsert
 from langchain_tdai_recall.tools import _MemoryToolBase, _Steps, _ToolInput
-from langchain_tdai_recall.types import MemoryRecord, MemoryType, Scope
+from langchain_tdai_recall.types import Change, MemoryRecord, MemoryType, Scope
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.config import TdaiConfig

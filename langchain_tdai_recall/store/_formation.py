@@ -20,129 +20,31 @@ Exactly-once rests on three facts kept here:
 from __future__ import annotations
 
 import datetime as dt
-import os
-import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
 from langchain_tdai_recall._process import pid_alive
-from langchain_tdai_recall.store._history import Change, versions, versions_of_current
+from langchain_tdai_recall.store._history import versions, versions_of_current
 from langchain_tdai_recall.store._sqlite import _MEMORY_COLS, SqliteRecords, _memory
-from langchain_tdai_recall.stores.formation import BaseFormationState
-from langchain_tdai_recall.types import MemoryRecord, MemoryVersion, Scope
+from langchain_tdai_recall.stores.formation import (
+    BaseFormationState,
+    CommitOutcome,
+    L0Message,
+    LeaseOwner,
+    PendingSession,
+    ScopeState,
+    SessionState,
+    Upsert,
+)
+from langchain_tdai_recall.types import Change, MemoryRecord, MemoryVersion, Scope
 
-__all__ = [
-    "CommitOutcome",
-    "FormationRecords",
-    "L0Message",
-    "LeaseOwner",
-    "PendingSession",
-    "ScopeState",
-    "SessionState",
-    "Upsert",
-]
+__all__ = ["FormationRecords"]
 
 
 def _now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-@dataclass(frozen=True, slots=True)
-class L0Message:
-    """One stored L0 message as formation reads it."""
-
-    rowid: int
-    """The monotonic row id: the cursor key."""
-    id: str
-    """The message id (stored as a memory's source id)."""
-    role: str
-    """`user` or `assistant`."""
-    content: str
-    """The text as recorded."""
-    recorded_at: str
-    """When it was recorded (ISO-8601)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SessionState:
-    """Formation state of one session of one scope."""
-
-    cursor: int = 0
-    warmup: int = 1
-    situation: str = ""
-    failures: int = 0
-    retry_at: float = 0.0
-    last_error: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class PendingSession:
-    """A session with L0 messages past its cursor."""
-
-    scope_id: int
-    user_id: str
-    agent_id: str | None
-    session_key: str
-    state: SessionState
-    messages: int
-    """Messages past the cursor."""
-    user_turns: int
-    """User messages past the cursor (the scheduler's turn count)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ScopeState:
-    """Scene and persona state of one scope."""
-
-    scenes_at: float = 0.0
-    memories_since_persona: int = 0
-    persona_at: float = 0.0
-    failures: int = 0
-    retry_at: float = 0.0
-    last_error: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseOwner:
-    """Who holds a scope's lease: one formation engine of one process."""
-
-    token: str
-    host: str = field(default_factory=socket.gethostname)
-    pid: int = field(default_factory=os.getpid)
-
-
-@dataclass(frozen=True, slots=True)
-class Upsert:
-    """One memory row to write in a commit."""
-
-    record: MemoryRecord
-    vector: npt.NDArray[np.float32] | None
-    """The current embedder's vector of `record.content`, or `None` (the vector upkeep embeds
-    the row later)."""
-    change: Change = "update"
-    """How a replaced version is labelled in the history (`update` or `merge`)."""
-    related: tuple[str, ...] = ()
-    dedupe: bool = False
-    """For new memories: do not write when an exact duplicate appeared meanwhile."""
-
-
-@dataclass(frozen=True, slots=True)
-class CommitOutcome:
-    """What a commit did."""
-
-    ok: bool
-    """Whether it committed (False: lease lost or cursor moved; nothing was written)."""
-    reason: str = ""
-    written: tuple[MemoryRecord, ...] = ()
-    """Rows written (new and updated)."""
-    deleted: tuple[str, ...] = ()
-    """Ids deleted."""
-    duplicates: int = 0
-    """New memories not written because an exact duplicate appeared meanwhile."""
 
 
 class FormationRecords(BaseFormationState):

@@ -16,14 +16,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Final, Literal
+from typing import Final
 
-from langchain_tdai_recall.types import MemoryRecord, MemoryVersion, Scope
+from langchain_tdai_recall.types import Change, MemoryRecord, MemoryVersion, Scope
 
 __all__ = ["Change", "record_version", "versions", "versions_of_current"]
 
-Change = Literal["update", "merge", "merged", "delete"]
-"""What ended a version."""
 
 _SNAPSHOT_COLS: Final = (
     "content, type, scene_name, priority, activity_start_time, activity_end_time, timestamp, "

@@ -40,9 +40,9 @@ from langchain_tdai_recall.errors import (
     StoreReadOnlyError,
     StoreWriteError,
 )
-from langchain_tdai_recall.store._history import Change, record_version
+from langchain_tdai_recall.store._history import record_version
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
-from langchain_tdai_recall.types import MemoryRecord, MemoryType, MessageRecord, Scope
+from langchain_tdai_recall.types import Change, MemoryRecord, MemoryType, MessageRecord, Scope
 
 __all__ = [
     "DB_FILENAME",

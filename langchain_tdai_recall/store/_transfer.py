@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from typing import Final
 
-from langchain_tdai_recall.store._formation import FormationRecords, SessionState
+from langchain_tdai_recall.store._formation import FormationRecords
 from langchain_tdai_recall.store._sqlite import (
     _MEMORY_COLS,
     _MESSAGE_COLS,
@@ -25,7 +25,12 @@ from langchain_tdai_recall.store._sqlite import (
     _memory,
     _message,
 )
-from langchain_tdai_recall.stores.formation import FormationSnapshot, SessionCursor, VersionRow
+from langchain_tdai_recall.stores.formation import (
+    FormationSnapshot,
+    SessionCursor,
+    SessionState,
+    VersionRow,
+)
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.types import Scope
 

@@ -47,8 +47,8 @@ from langchain_tdai_recall.errors import (
     StoreReadOnlyError,
 )
 from langchain_tdai_recall.memory import TdaiMemory
-from langchain_tdai_recall.store._formation import LeaseOwner, Upsert
 from langchain_tdai_recall.stores.base import BaseMemoryStore
+from langchain_tdai_recall.stores.formation import LeaseOwner, Upsert
 from langchain_tdai_recall.testing import HashEmbeddings, ScriptedFormationModel
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.types import (

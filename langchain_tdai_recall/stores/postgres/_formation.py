@@ -30,20 +30,17 @@ import numpy as np
 import psycopg
 
 from langchain_tdai_recall._process import pid_alive
-from langchain_tdai_recall.store._formation import (
+from langchain_tdai_recall.stores.formation import (
+    BaseFormationState,
     CommitOutcome,
+    FormationSnapshot,
     L0Message,
     LeaseOwner,
     PendingSession,
     ScopeState,
+    SessionCursor,
     SessionState,
     Upsert,
-)
-from langchain_tdai_recall.store._history import Change
-from langchain_tdai_recall.stores.formation import (
-    BaseFormationState,
-    FormationSnapshot,
-    SessionCursor,
     VersionRow,
 )
 from langchain_tdai_recall.stores.postgres._connection import Database
@@ -55,7 +52,7 @@ from langchain_tdai_recall.stores.postgres._records import (
     bump,
     pg_text,
 )
-from langchain_tdai_recall.types import MemoryRecord, MemoryVersion, Scope
+from langchain_tdai_recall.types import Change, MemoryRecord, MemoryVersion, Scope
 
 __all__ = ["PostgresFormationState"]
 

@@ -16,11 +16,10 @@ import psycopg
 
 from langchain_tdai_recall.store._history import (
     _COMPARED,
-    Change,
     _record_fields,
     versions_of_current,
 )
-from langchain_tdai_recall.types import MemoryRecord, MemoryVersion, Scope
+from langchain_tdai_recall.types import Change, MemoryRecord, MemoryVersion, Scope
 
 __all__ = ["record_version", "versions"]
 

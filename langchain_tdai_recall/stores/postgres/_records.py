@@ -26,7 +26,6 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from langchain_tdai_recall.store._history import Change
 from langchain_tdai_recall.store._sqlite import (
     L0_CONTEXT_CHARS,
     Layer,
@@ -38,6 +37,7 @@ from langchain_tdai_recall.stores.postgres._connection import Database
 from langchain_tdai_recall.stores.postgres._history import record_version, snapshot_of, versions
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.types import (
+    Change,
     MemoryRecord,
     MemoryType,
     MemoryVersion,

@@ -18,7 +18,7 @@ from langchain_tdai_recall.formation.extraction import (
     window_items,
 )
 from langchain_tdai_recall.formation.schemas import ExtractionAnswer, MemoryDraft
-from langchain_tdai_recall.store._formation import L0Message
+from langchain_tdai_recall.stores.formation import L0Message
 
 TZ = dt.timezone(dt.timedelta(hours=8))
 
