@@ -2,7 +2,7 @@
 
 Open a store with `TdaiMemory.open(path)`, then add `memory.middleware()` to
 `langchain.agents.create_agent(...)`, put `memory.as_runnable()` in an LCEL chain, or give
-`memory.tools()` to an agent executor.
+`memory.tools()` to an agent executor; `memory.as_retriever()` is a retriever for RAG chains.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -49,6 +49,7 @@ from langchain_tdai_recall.types import (
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.middleware import TdaiRecallMiddleware
+    from langchain_tdai_recall.retriever import TdaiRetriever
     from langchain_tdai_recall.tools import create_memory_tools
 
 try:
@@ -91,6 +92,7 @@ __all__ = [
     "TdaiMemory",
     "TdaiRecallError",
     "TdaiRecallMiddleware",
+    "TdaiRetriever",
     "ToolsConfig",
     "__version__",
     "create_memory_tools",
@@ -104,6 +106,10 @@ def __getattr__(name: str) -> Any:
         from langchain_tdai_recall.middleware import TdaiRecallMiddleware  # noqa: PLC0415
 
         return TdaiRecallMiddleware
+    if name == "TdaiRetriever":
+        from langchain_tdai_recall.retriever import TdaiRetriever  # noqa: PLC0415
+
+        return TdaiRetriever
     if name == "create_memory_tools":
         from langchain_tdai_recall.tools import create_memory_tools  # noqa: PLC0415
 

@@ -10,7 +10,8 @@ sync and async paths, and one adapter and another, cannot drift apart:
    message that is not a summary, as typed.
 3. **Recall** (`run_recall` / `arun_recall` -> `RecallOutcome`) and **injection**
    (`inject_recall`, `inject_messages`): the same bytes for every model call of the turn,
-   reused through a per-run `TurnCache`, never written to agent state.
+   reused through a per-run `TurnCache`, never written to agent state. Callback handlers see
+   every recall as a child retriever run named `tdai_recall` (`_recall_run`).
 4. **The per-turn budgets** of the capped tools: the two search tools share one cap, the
    optional `tdai_manage_memory` (memory formation) has its own, counted the same way.
    `StateBudget` decides from the conversation (inside a graph), `ToolBudget` is an explicit
@@ -50,8 +51,16 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypedDict, TypeV
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall
+from langchain_core.runnables import RunnableConfig
 from typing_extensions import override
 
+from langchain_tdai_recall._recall_run import (
+    afinish_recall_run,
+    astart_recall_run,
+    finish_recall_run,
+    recall_failure,
+    start_recall_run,
+)
 from langchain_tdai_recall._records import check_id
 from langchain_tdai_recall.errors import ConfigError, ScopeError
 from langchain_tdai_recall.types import OnError, RecallResult, Scope
@@ -507,25 +516,35 @@ def run_recall(
     *,
     system_prompt: str | None = None,
     tools_guide: bool = True,
+    config: RunnableConfig | None = None,
 ) -> RecallOutcome:
     """Recall for one turn under the failure policy (a failure injects nothing).
 
     `system_prompt` is the app's own system prompt (the language signal of the system context);
-    `tools_guide` says whether the model has the memory tools.
+    `tools_guide` says whether the model has the memory tools. Callback handlers of the run
+    (`config`, else the current run's) see the recall as a child retriever run named
+    `tdai_recall` with the injected memories as documents (`langchain_tdai_recall._recall_run`).
     """
+    scope = identity.scope
+    run = start_recall_run(text, scope, identity.session_key, config)
     started = time.perf_counter()
     try:
         result = memory.recall(
             text,
-            user_id=identity.scope.user_id,
-            agent_id=identity.scope.agent_id,
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
             session_key=identity.session_key,
             system_prompt=system_prompt,
             tools_guide=tools_guide,
         )
     except Exception as exc:  # recall must never break the agent (unless told to)
+        finish_recall_run(run, scope, None, exc)
         return _recall_failed(memory, exc, started)
-    return _recall_done(result, started)
+    outcome = _recall_done(result, started)
+    if run is not None:
+        failure = recall_failure(memory.config.recall, result, outcome.elapsed_ms)
+        finish_recall_run(run, scope, result, failure)
+    return outcome
 
 
 async def arun_recall(
@@ -535,21 +554,29 @@ async def arun_recall(
     *,
     system_prompt: str | None = None,
     tools_guide: bool = True,
+    config: RunnableConfig | None = None,
 ) -> RecallOutcome:
     """Async version of `run_recall`."""
+    scope = identity.scope
+    run = await astart_recall_run(text, scope, identity.session_key, config)
     started = time.perf_counter()
     try:
         result = await memory.arecall(
             text,
-            user_id=identity.scope.user_id,
-            agent_id=identity.scope.agent_id,
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
             session_key=identity.session_key,
             system_prompt=system_prompt,
             tools_guide=tools_guide,
         )
     except Exception as exc:
+        await afinish_recall_run(run, scope, None, exc)
         return _recall_failed(memory, exc, started)
-    return _recall_done(result, started)
+    outcome = _recall_done(result, started)
+    if run is not None:
+        failure = recall_failure(memory.config.recall, result, outcome.elapsed_ms)
+        await afinish_recall_run(run, scope, result, failure)
+    return outcome
 
 
 @dataclass(frozen=True, slots=True)

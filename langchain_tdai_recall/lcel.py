@@ -139,7 +139,12 @@ class RecallRunnable(Runnable[RecallInput, list[BaseMessage]]):
     ) -> list[BaseMessage]:
         messages, identity, text, system = self._plan(value, config)
         outcome = run_recall(
-            self.memory, text, identity, system_prompt=system, tools_guide=self.tools_guide
+            self.memory,
+            text,
+            identity,
+            system_prompt=system,
+            tools_guide=self.tools_guide,
+            config=config,
         )
         return inject_messages(messages, outcome.result)
 
@@ -151,7 +156,12 @@ class RecallRunnable(Runnable[RecallInput, list[BaseMessage]]):
     ) -> list[BaseMessage]:
         messages, identity, text, system = self._plan(value, config)
         outcome = await arun_recall(
-            self.memory, text, identity, system_prompt=system, tools_guide=self.tools_guide
+            self.memory,
+            text,
+            identity,
+            system_prompt=system,
+            tools_guide=self.tools_guide,
+            config=config,
         )
         return inject_messages(messages, outcome.result)
 

@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     from langchain_tdai_recall.formation.tool import MemoryManager
     from langchain_tdai_recall.lcel import RecallChatModel, RecallRunnable
     from langchain_tdai_recall.middleware import OnTurn, TdaiRecallMiddleware
+    from langchain_tdai_recall.retriever import SearchType, TdaiRetriever
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT_S", "TdaiMemory"]
 
@@ -1734,6 +1735,52 @@ class TdaiMemory:
             session_key=session_key,
             require_user_id=require_user_id,
             capture=capture,
+        )
+
+    def as_retriever(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        k: int = 5,
+        search_type: SearchType = "similarity",
+        score_threshold: float | None = None,
+        require_user_id: bool = False,
+    ) -> TdaiRetriever:
+        """A LangChain `BaseRetriever` over this store's L1 memories (RAG chains, ensembles).
+
+        It ranks like `search_memories` and the `tdai_memory_search` tool and returns one
+        `Document` per memory (the memory text; id, scores, type, scene, priority, activity
+        times, user and agent in `metadata`).
+
+        Args:
+            user_id: User when `config["configurable"]` names none at invoke time; `None` uses
+                the store's default user.
+            agent_id: Agent when `configurable` names none.
+            k: Most documents per call, 1..100 (`invoke(query, k=...)` overrides it).
+            search_type: `"similarity"`: the best `k` above the floor `tools.min_score`;
+                `"similarity_score_threshold"`: the best `k` whose relevance reaches
+                `score_threshold`.
+            score_threshold: Relevance floor in 0..1 for `"similarity_score_threshold"`.
+            require_user_id: Raise `ScopeError` instead of falling back to the default user.
+
+        Returns:
+            The retriever.
+
+        Raises:
+            ConfigError: If an argument is invalid (`ScopeError` for a bad id).
+        """
+        self._check_open()
+        from langchain_tdai_recall.retriever import TdaiRetriever  # noqa: PLC0415
+
+        return TdaiRetriever(
+            memory=self,
+            user_id=user_id,
+            agent_id=agent_id,
+            k=k,
+            search_type=search_type,
+            score_threshold=score_threshold,
+            require_user_id=require_user_id,
         )
 
     def import_upstream(

@@ -41,7 +41,8 @@ SPEC_NAMES = {
 # The exact public surface. Beyond SPEC §1: the result types of public methods (`ImportReport`,
 # `StoreStats`, `SceneInfo`, `SceneBlock`, `MemoryVersion`, `ExtractionReport`), the configuration
 # sections a `TdaiConfig` is built from, the exception tree, `MessageRecord` (an L0 message as
-# stored, part of the `stores.BaseMemoryStore` interface) and `__version__`. A name added to or
+# stored, part of the `stores.BaseMemoryStore` interface), `TdaiRetriever` (what
+# `TdaiMemory.as_retriever()` returns) and `__version__`. A name added to or
 # removed from an `__all__` is a change of the public API: change it here, on purpose.
 PACKAGE_ALL = [
     "CaptureConfig",
@@ -78,6 +79,7 @@ PACKAGE_ALL = [
     "TdaiMemory",
     "TdaiRecallError",
     "TdaiRecallMiddleware",
+    "TdaiRetriever",
     "ToolsConfig",
     "__version__",
     "create_memory_tools",

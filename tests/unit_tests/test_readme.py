@@ -30,6 +30,9 @@ SUBSTITUTIONS = {
 PRINTS = {
     "Writing memories": "- [episodic|travel] Flying to Lisbon for a conference (when: 2026-06-02",
     "Memory tools: `memory.tools()`": "Prefers window seats on long flights",
+    "Retriever: `memory.as_retriever()`": (
+        "Prefers window seats on long flights True persona\nA window seat."
+    ),
     "Legacy `AgentExecutor` (the `classic` extra)": "A window seat.",
     "Observability: the `tdai_agent_turn` event": "'user_id': 'alice'",
     "Memory formation": "I'm vegetarian and I live in Lyon.",

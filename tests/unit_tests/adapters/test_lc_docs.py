@@ -16,6 +16,7 @@ _DOCUMENTED = [
     ("langchain_tdai_recall.tools", "create_memory_tools"),
     ("langchain_tdai_recall.tools", "ToolBudget"),
     ("langchain_tdai_recall.lcel", "create_recall_runnable"),
+    ("langchain_tdai_recall.retriever", "TdaiRetriever"),
     ("langchain_tdai_recall.legacy", None),
     ("langchain_tdai_recall._fake_chat", "FakeToolCallingChatModel"),
 ]
