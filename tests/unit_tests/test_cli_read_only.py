@@ -413,3 +413,19 @@ def test_a_read_command_rewrites_no_row_of_a_postgres_store(
         assert memory.flush(timeout=30)
     assert other.document_calls > 0
     assert table_checksums(postgres_url) != before
+
+
+def test_a_read_only_postgres_store_never_writes_index_snapshots(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_snapshot, "SNAPSHOT_MIN_ROWS", 5)
+    cache = tmp_path / "index-cache"
+    config = {"store": {"index_cache": str(cache)}}
+    embedder = HashEmbeddings(dims=32)
+    with TdaiMemory.open(postgres_url, embeddings=embedder, config=config) as memory:
+        _fill(memory)
+    assert list(cache.iterdir())  # a writer saves them
+    shutil.rmtree(cache)
+    with TdaiMemory.open(postgres_url, embeddings=embedder, config=config, read_only=True) as m:
+        assert m.search_memories("Kyoto train", user_id="alice")
+    assert not cache.exists() or not list(cache.iterdir())
