@@ -747,7 +747,7 @@ def embedder_from_identity(identity: str, dimension: int | None = None) -> Embed
         An embedder whose `embedder_identity` is `identity` (nothing is loaded yet), or `None`.
     """
     rebuilt: Embeddings | None = None
-    if match := _HASH_IDENTITY_RE.fullmatch(identity):
+    if (match := _HASH_IDENTITY_RE.fullmatch(identity)) and int(match.group(1)) >= 2:
         from langchain_tdai_recall.testing import HashEmbeddings  # noqa: PLC0415
 
         rebuilt = HashEmbeddings(dims=int(match.group(1)))

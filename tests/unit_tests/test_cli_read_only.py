@@ -341,6 +341,7 @@ def test_embedder_from_identity() -> None:
     assert embedder_from_identity(APP_IDENTITY, 48) is None
     assert embedder_from_identity("langchain_openai.embeddings.base.OpenAIEmbeddings:m") is None
     assert embedder_from_identity("hash-embeddings-v1-0") is None
+    assert embedder_from_identity("hash-embeddings-v1-1") is None  # HashEmbeddings needs 2+
     assert embedder_from_identity("tdai-default/unknown-model/x==1/calib-v1") is None
 
 
