@@ -12,6 +12,7 @@ Usage (also `python -m langchain_tdai_recall ...`)::
     tdai-recall import-upstream ~/.openclaw/memory-tdai
     tdai-recall extract --model openai:gpt-4o-mini    # form memories from the conversations
     tdai-recall stats
+    tdai-recall reindex                                # embed rows whose vector is missing
     tdai-recall migrate --from ./tdai-store --to postgresql://app@db/memory   # resumable copy
     tdai-recall config defaults | config schema
 
@@ -21,7 +22,12 @@ throw-away store), `--user`, `--agent`, `--config FILE`,
 `--embeddings default|none|hash`, `--json`, `--progress`/`--no-progress`, `-v`/`-q`.
 
 Only `add`, `import-jsonl`, `import-upstream` and `demo --store` create a store; every other
-command refuses a path that holds no store. Results go to standard output (`--json` for
+command refuses a path that holds no store. `search`, `recall`, `list`, `get`, `stats` and
+`export` open it read-only: they write nothing and re-embed nothing. Without `--embeddings`,
+every command on an existing store uses the embedder its vectors were made with when that can
+be rebuilt offline (the bundled one, the test hash embedder), else reads keyword-only (with a
+note on stderr); re-embedding happens only with `reindex` or an explicit `--embeddings` on a
+writing command. Results go to standard output (`--json` for
 machine-readable output); logs and progress bars go to standard error. Every error prints one
 line and exits with status 1; when the reader of standard output goes away (`| head`), the
 command stops quietly with status 141, as a process ended by SIGPIPE does.
@@ -51,7 +57,7 @@ if TYPE_CHECKING:
 
     from langchain_tdai_recall._jsonl import Item
     from langchain_tdai_recall.memory import TdaiMemory
-    from langchain_tdai_recall.stores.base import BaseMemoryStore
+    from langchain_tdai_recall.stores.base import BaseMemoryStore, StoredEmbedder
     from langchain_tdai_recall.types import (
         ImportReport,
         MemoryHit,
@@ -140,9 +146,12 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     group.add_argument(
         "--embeddings",
         choices=("default", "none", "hash"),
-        default=default("default"),
+        default=default(None),
         help="'default': the bundled offline embedder; 'none': keyword-only; "
-        "'hash': a deterministic test embedder (fast, offline, not semantic)",
+        "'hash': a deterministic test embedder (fast, offline, not semantic). When omitted: "
+        "the embedder the store's vectors were made with, if it can be rebuilt offline "
+        "(else keyword-only), or the bundled one for a store without vectors. Read commands "
+        "never re-embed; 'reindex' and the writing commands with an explicit --embeddings do",
     )
     group.add_argument(
         "--json",
@@ -244,6 +253,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_record_commands(command)
 
     command("stats", _cmd_stats, "counts per layer and scope, embedder and index sizes")
+
+    command(
+        "reindex",
+        _cmd_reindex,
+        "embed now every stored row whose vector is missing or was made by another embedder: "
+        "with the store's own embedder, or with --embeddings (which moves the store to it)",
+    )
 
     p = command(
         "migrate",
@@ -373,6 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     package_logger = logging.getLogger(_LOGGER_NAME)
     previous_level = package_logger.level
     handler = _setup_logging(args.verbose - args.quiet)
+    args.log_handler = handler
     try:
         return _run(args)
     finally:
@@ -460,7 +477,7 @@ def _is_database_url(raw: str) -> bool:
     return raw.strip().lower().startswith(("postgresql://", "postgres://"))
 
 
-def _embeddings(name: str) -> Embeddings | Literal["default"] | None:
+def _embeddings(name: str | None) -> Embeddings | Literal["default"] | None:
     if name == "none":
         return None
     if name == "hash":
@@ -471,27 +488,170 @@ def _embeddings(name: str) -> Embeddings | Literal["default"] | None:
 
 
 def _open(args: argparse.Namespace, path: Path | str | None) -> TdaiMemory:
-    """Open (creating on first use) the store at `path`; for commands that write."""
+    """Open (creating on first use) the store at `path`; for commands that write.
+
+    Without `--embeddings`, an existing store is opened with the embedder its vectors were made
+    with (see `_chosen_embeddings`), so that writing to it does not re-embed it.
+    """
     from langchain_tdai_recall.memory import TdaiMemory  # noqa: PLC0415 - keeps --help fast
 
+    embeddings = _embeddings(args.embeddings)
+    if args.embeddings is None and _store_exists(path):
+        recorded = _recorded_embedder(path, must_exist=False)
+        embeddings = _chosen_embeddings(args, recorded, searches=False)
     return TdaiMemory.open(
         path,
-        embeddings=_embeddings(args.embeddings),
+        embeddings=embeddings,
         config=args.config,
         show_progress=args.progress,
     )
 
 
-def _open_existing(args: argparse.Namespace) -> TdaiMemory:
+def _open_existing(
+    args: argparse.Namespace, *, write: bool = False, searches: bool = False
+) -> TdaiMemory:
     """Open the store of `--store` only if it exists: read commands never create one.
+
+    Read commands (`write=False`) open it read-only: nothing is written, nothing re-embedded.
+    Without `--embeddings` the store's own embedder is used (`_chosen_embeddings`); `searches`
+    marks the commands for which a keyword-only fallback is worth a note on stderr.
 
     Raises:
         _UsageError: If the path does not exist or holds no memory store.
     """
+    return _open_recorded(args, write=write, searches=searches)[0]
+
+
+def _open_recorded(
+    args: argparse.Namespace, *, write: bool, searches: bool
+) -> tuple[TdaiMemory, StoredEmbedder | None]:
+    """`_open_existing`, and the embedder that made most of the store's vectors."""
+    from langchain_tdai_recall.memory import TdaiMemory  # noqa: PLC0415 - keeps --help fast
+
     path = _existing_store_path(args)
-    # Read-only open: pass read_only=True here for list/get/search/recall/stats/export
-    # once TdaiMemory.open supports it; `delete` keeps opening for writing.
-    return _open(args, path)
+    recorded = _recorded_embedder(path)
+    memory = TdaiMemory.open(
+        path,
+        embeddings=_chosen_embeddings(args, recorded, searches=searches),
+        config=args.config,
+        show_progress=args.progress,
+        read_only=not write and path is not None,  # `:memory:` starts empty: nothing to keep
+    )
+    return memory, recorded
+
+
+def _store_exists(path: Path | str | None) -> bool:
+    if path is None:
+        return False
+    if isinstance(path, Path):
+        return (path / DB_FILENAME).is_file()
+    return True  # a database URL: `_recorded_embedder` finds out (no store: no vectors)
+
+
+def _raw_store(path: Path | str) -> BaseMemoryStore:
+    """A read-only store object on an existing store (no embedder, no background work)."""
+    if isinstance(path, str):
+        from langchain_tdai_recall.stores.postgres.store import (  # noqa: PLC0415
+            PostgresMemoryStore,
+        )
+
+        return PostgresMemoryStore(path, read_only=True)  # raises when it holds no store
+    from langchain_tdai_recall.store.store import MemoryStore  # noqa: PLC0415
+
+    return MemoryStore(path, read_only=True)
+
+
+def _recorded_embedder(
+    path: Path | str | None, *, must_exist: bool = True
+) -> StoredEmbedder | None:
+    """The embedder that made most of the store's vectors (`None`: no vectors, or no store).
+
+    Raises:
+        TdaiRecallError: If the store cannot be opened, or (`must_exist`) a database URL holds
+            no store.
+    """
+    if path is None:
+        return None
+    try:
+        store = _raw_store(path)
+    except TdaiRecallError:
+        if must_exist or isinstance(path, Path):
+            raise
+        return None  # a database without a store yet (a writing command creates it)
+    try:
+        return store.recorded_embedder()
+    finally:
+        store.close()
+
+
+def _chosen_embeddings(
+    args: argparse.Namespace, recorded: StoredEmbedder | None, *, searches: bool
+) -> Embeddings | Literal["default"] | None:
+    """The embedder a command on an existing store uses.
+
+    `--embeddings` when given. Otherwise the embedder the store's vectors were made with, when
+    it can be rebuilt offline (the bundled one, the test hash embedder); keyword-only when it
+    cannot (an application's hosted embedder: rebuilding it would need its settings and
+    credentials, and another embedder would have to re-embed the whole store); the bundled one
+    for a store that holds no vectors yet.
+    """
+    from langchain_tdai_recall.embeddings import (  # noqa: PLC0415 - keeps --help fast
+        embedder_from_identity,
+        embedder_identity,
+        resolve_embeddings,
+    )
+
+    if args.embeddings is not None:
+        chosen = _embeddings(args.embeddings)
+        if searches and recorded is not None and chosen is not None:
+            built = resolve_embeddings(chosen)
+            if built is not None and embedder_identity(built) != recorded.identity:
+                _note(
+                    args,
+                    f"the store's vectors were made by {recorded.identity}, not by "
+                    f"--embeddings {args.embeddings}: the vector search finds none of them and "
+                    f"this read re-embeds nothing ('{PROG} reindex --embeddings "
+                    f"{args.embeddings}' re-embeds the store)",
+                )
+            return built
+        return chosen
+    if recorded is None:
+        return "default"
+    rebuilt = embedder_from_identity(recorded.identity, recorded.dimension)
+    if rebuilt is None and searches:
+        _note(
+            args,
+            f"this store's vectors were made by {recorded.identity} ({recorded.dimension} "
+            "dims), which cannot be rebuilt offline here, so this command searches by keyword "
+            "only and re-embeds nothing; for vector search, open the store from Python with "
+            "the application's embedder: TdaiMemory.open(path, embeddings=..., read_only=True)",
+        )
+    return rebuilt
+
+
+def _note(args: argparse.Namespace, message: str) -> None:
+    """One line on stderr (unless `-q`) about a read that cannot use the store's vectors.
+
+    The library's own warnings about the same fact (no embedder; an index snapshot made with
+    the store's embedder, not this one) are left out of this run's log output.
+    """
+    if args.quiet <= 0:
+        print(f"{PROG}: note: {message}", file=sys.stderr)
+    handler = getattr(args, "log_handler", None)
+    if isinstance(handler, logging.Handler):
+        handler.addFilter(_not_about_the_embedder)
+
+
+_EMBEDDER_WARNINGS: Final = ("this memory store has no embedder", "ignoring the index snapshot")
+
+
+def _not_about_the_embedder(record: logging.LogRecord) -> bool:
+    """Log filter: drop the warnings that a `_note` already explained."""
+    text = record.getMessage()
+    return not (
+        text.startswith(_EMBEDDER_WARNINGS)
+        and ("snapshot" not in text or "tokenizer or embedder" in text)
+    )
 
 
 def _existing_store_path(args: argparse.Namespace) -> Path | str | None:
@@ -502,12 +662,7 @@ def _existing_store_path(args: argparse.Namespace) -> Path | str | None:
     """
     path = _store_path(args)
     if isinstance(path, str):
-        from langchain_tdai_recall.stores.postgres.store import (  # noqa: PLC0415
-            PostgresMemoryStore,
-        )
-
-        PostgresMemoryStore(path, read_only=True).close()  # raises when it holds no store
-        return path
+        return path  # opening it (read-only first) raises when the database holds no store
     if path is not None and not (path / DB_FILENAME).is_file():
         what = "does not exist" if not path.exists() else "holds no memory store"
         msg = (
@@ -706,7 +861,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
-    with _open_existing(args) as memory:
+    with _open_existing(args, searches=True) as memory:
         _warm_up(memory)
         if args.messages:
             msgs: list[MessageHit] = memory.search_conversations(
@@ -743,7 +898,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 
 def _cmd_recall(args: argparse.Namespace) -> int:
-    with _open_existing(args) as memory:
+    with _open_existing(args, searches=True) as memory:
         _warm_up(memory)
         result = memory.recall(
             args.text, session_key=args.session, user_id=args.user, agent_id=args.agent
@@ -787,7 +942,8 @@ def _render_import(report: ImportReport, seconds: float, *, verbose: bool) -> li
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    with _open_existing(args) as memory:
+    memory, recorded = _open_recorded(args, write=False, searches=False)
+    with memory:
         stats = (
             memory.stats(user_id=args.user, agent_id=args.agent)
             if (args.user or args.agent)
@@ -798,7 +954,13 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         return 0
     print(f"store:      {stats.path or '(in memory)'}")
     dims = f" ({stats.dimensions} dims)" if stats.dimensions else ""
-    print(f"embedder:   {stats.embedder or '(none: keyword-only)'}{dims}")
+    if recorded is not None and recorded.identity != stats.embedder:
+        print(
+            f"embedder:   {recorded.identity} ({recorded.dimension} dims; cannot be rebuilt "
+            "offline, so this command reads keyword-only)"
+        )
+    else:
+        print(f"embedder:   {stats.embedder or '(none: keyword-only)'}{dims}")
     print(f"tokenizer:  {stats.tokenizer}")
     print(
         f"memories:   {stats.memories}   messages: {stats.messages}   "
@@ -812,6 +974,56 @@ def _cmd_stats(args: argparse.Namespace) -> int:
                 f"{s.messages:>7} {s.scenes:>4}  {'yes' if s.has_persona else '-'}"
             )
     return 0
+
+
+def _cmd_reindex(args: argparse.Namespace) -> int:
+    from langchain_tdai_recall.embeddings import (  # noqa: PLC0415
+        embedder_identity,
+        resolve_embeddings,
+    )
+    from langchain_tdai_recall.memory import TdaiMemory  # noqa: PLC0415
+
+    path = _existing_store_path(args)
+    recorded = _recorded_embedder(path)
+    embeddings = resolve_embeddings(_chosen_embeddings(args, recorded, searches=False))
+    if embeddings is None:
+        if args.embeddings == "none":
+            msg = "reindex needs an embedder; pass --embeddings default or hash, not none"
+        else:
+            identity = recorded.identity if recorded is not None else "an unknown embedder"
+            msg = (
+                f"this store's vectors were made by {identity}, which cannot be rebuilt "
+                "offline; re-embed from Python with the application's embedder "
+                "(TdaiMemory.open(path, embeddings=...).reindex()), or pass --embeddings "
+                "default or hash to move the store to that embedder"
+            )
+        raise _UsageError(msg)
+    before = _pending_vectors(path, embedder_identity(embeddings))
+    with TdaiMemory.open(
+        path, embeddings=embeddings, config=args.config, show_progress=args.progress
+    ) as memory:
+        memory.reindex(show_progress=args.progress)  # the background upkeep may share the work
+        stats = memory.stats()
+    done = max(before - stats.pending_vectors, 0)
+    if args.json:
+        _print_json(
+            {"embedded": done, "pending": stats.pending_vectors, "embedder": stats.embedder}
+        )
+    else:
+        print(f"embedded {done} rows with {stats.embedder}; {stats.pending_vectors} pending")
+    return 0
+
+
+def _pending_vectors(path: Path | str | None, identity: str) -> int:
+    """Rows of the store whose vector `identity` has not made (missing or another's)."""
+    if path is None:
+        return 0
+    store = _raw_store(path)
+    try:
+        store.bind(tokenizer=store.tokenizer, embedder_id=identity)
+        return store.pending_vector_count()
+    finally:
+        store.close()
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
@@ -911,7 +1123,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
 def _cmd_delete(args: argparse.Namespace) -> int:
     deleted: list[str] = []
     missing: list[str] = []
-    with _open_existing(args) as memory:
+    with _open_existing(args, write=True) as memory:
         for memory_id in dict.fromkeys(args.ids):
             found = memory.delete_memory(memory_id, user_id=args.user, agent_id=args.agent)
             (deleted if found else missing).append(memory_id)
@@ -1212,9 +1424,10 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     config = config.model_copy(
         update={"pipeline": config.pipeline.model_copy(update={"enabled": False})}
     )
+    path = _existing_store_path(args)
     with TdaiMemory.open(
-        _existing_store_path(args),
-        embeddings=_embeddings(args.embeddings),
+        path,
+        embeddings=_chosen_embeddings(args, _recorded_embedder(path), searches=False),
         config=config,
         show_progress=args.progress,
         extraction_model=model,

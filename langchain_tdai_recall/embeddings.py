@@ -67,6 +67,7 @@ __all__ = [
     "DefaultEmbeddings",
     "EmbeddingModel",
     "default_model",
+    "embedder_from_identity",
     "embedder_identity",
     "resolve_embeddings",
 ]
@@ -721,6 +722,53 @@ def resolve_embeddings(spec: Embeddings | Literal["default"] | None) -> Embeddin
         f"instance, or None (keyword-only recall); got {value!r}"
     )
     raise ConfigError(msg)
+
+
+_HASH_IDENTITY_RE: Final = re.compile(r"hash-embeddings-v1-([1-9][0-9]{0,5})")
+"""Identity of `testing.HashEmbeddings` (deterministic, offline, rebuilt from its `dims`)."""
+
+
+def embedder_from_identity(identity: str, dimension: int | None = None) -> Embeddings | None:
+    """Rebuild, offline, the embedder a store recorded, or `None` when that is not possible.
+
+    Possible for the bundled `DefaultEmbeddings` (the same model, package version and
+    calibration must be installed here: its identity names them) and for the deterministic
+    `testing.HashEmbeddings`. Any other embedder (a hosted API, a local model of another
+    library) is only known by its identity, which holds no credentials and not every setting,
+    so it cannot be rebuilt: pass the application's embedder to `TdaiMemory.open` instead.
+
+    Args:
+        identity: The recorded identity (`embedder_identity` of the embedder that made the
+            vectors).
+        dimension: The recorded dimension of its vectors; an embedder of another dimension is
+            not a match.
+
+    Returns:
+        An embedder whose `embedder_identity` is `identity` (nothing is loaded yet), or `None`.
+    """
+    rebuilt: Embeddings | None = None
+    if (match := _HASH_IDENTITY_RE.fullmatch(identity)) and int(match.group(1)) >= 2:
+        from langchain_tdai_recall.testing import HashEmbeddings  # noqa: PLC0415
+
+        rebuilt = HashEmbeddings(dims=int(match.group(1)))
+        size: int | None = rebuilt.dims
+    elif identity.startswith("tdai-default/"):
+        parts = identity.split("/")
+        spec = next((m for m in _MODELS.values() if len(parts) == 4 and m.label == parts[1]), None)
+        if spec is None or importlib.util.find_spec(spec.module) is None:
+            return None
+        try:
+            rebuilt = DefaultEmbeddings(model=spec.name, calibrate=parts[3] != "raw")
+        except MissingDependencyError:
+            return None
+        size = rebuilt.dimensions
+    if rebuilt is None or (dimension is not None and size != dimension):
+        return None
+    try:
+        same = embedder_identity(rebuilt) == identity  # e.g. another package version
+    except MissingDependencyError:
+        return None
+    return rebuilt if same else None
 
 
 _IDENTITY_PARAM_RE: Final = re.compile(

@@ -1015,6 +1015,16 @@ class SqliteRecords:
             ).fetchone()
         return int(n)
 
+    def vector_embedders(self, layer: Layer) -> list[tuple[str, int, int]]:
+        """(embedder, dimension, rows) of every embedder that made stored vectors in a layer."""
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT embedder, length(vector) / 4, COUNT(*) FROM {_TABLE[layer]} "
+                "WHERE vector IS NOT NULL AND embedder IS NOT NULL "
+                "GROUP BY embedder, length(vector)"
+            ).fetchall()
+        return [(str(e), int(d), int(n)) for e, d, n in rows]
+
     def count_foreign_vectors(self, layer: Layer, embedder: str) -> int:
         """Rows holding a vector made by another embedder."""
         with self._read() as conn:

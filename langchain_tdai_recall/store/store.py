@@ -40,7 +40,14 @@ from langchain_tdai_recall.store._sqlite import (
     PendingVector,
     SqliteRecords,
 )
-from langchain_tdai_recall.stores.base import LAYERS, BaseMemoryStore, DerivedIndexes, Ref
+from langchain_tdai_recall.stores.base import (
+    LAYERS,
+    BaseMemoryStore,
+    DerivedIndexes,
+    Ref,
+    StoredEmbedder,
+    merge_embedders,
+)
 from langchain_tdai_recall.text.tokenize import Tokenizer
 from langchain_tdai_recall.types import (
     MemoryRecord,
@@ -406,6 +413,11 @@ class MemoryStore(BaseMemoryStore):
         return self._db.pending_vectors(
             layer, self.embedder_id, after=after, limit=limit, stale=stale
         )
+
+    def vector_embedders(self) -> list[StoredEmbedder]:
+        """Every embedder whose vectors the store holds, most rows first."""
+        self._check_open()
+        return merge_embedders([c for layer in LAYERS for c in self._db.vector_embedders(layer)])
 
     def count_foreign_vectors(self) -> int:
         """Rows whose stored vector another embedder made."""

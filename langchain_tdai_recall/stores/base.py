@@ -45,6 +45,7 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,6 +84,7 @@ __all__ = [
     "Ref",
     "RowSource",
     "Scope",
+    "StoredEmbedder",
 ]
 
 logger = logging.getLogger(__name__)
@@ -92,6 +94,28 @@ Ref = int
 
 LAYERS: tuple[Layer, ...] = ("l1", "l0")
 """The record layers: L1 memories and L0 messages."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEmbedder:
+    """An embedder whose vectors a store holds, as the rows record it."""
+
+    identity: str
+    """The embedder's identity (`embeddings.embedder_identity`)."""
+    dimension: int
+    """Length of its stored vectors."""
+    vectors: int
+    """Rows (memories and messages) holding one of its vectors."""
+
+
+def merge_embedders(counts: Sequence[tuple[str, int, int]]) -> list[StoredEmbedder]:
+    """`StoredEmbedder`s from (identity, dimension, rows) tuples, most rows first."""
+    total: dict[tuple[str, int], int] = {}
+    for identity, dimension, rows in counts:
+        total[identity, dimension] = total.get((identity, dimension), 0) + rows
+    merged = [StoredEmbedder(i, d, n) for (i, d), n in total.items()]
+    return sorted(merged, key=lambda e: (-e.vectors, e.identity, e.dimension))
+
 
 TRIM_AFTER_ROWS = 10_000
 """A new index of at least this many rows hands the memory its build freed back to the OS."""
@@ -413,6 +437,22 @@ class BaseMemoryStore(ABC):
     @abstractmethod
     def vector_dimension(self, scope: Scope | None = None) -> int | None:
         """Dimension of the current embedder's stored vectors (in `scope`, or anywhere)."""
+
+    @abstractmethod
+    def vector_embedders(self) -> list[StoredEmbedder]:
+        """Every embedder whose vectors the store holds (in both layers), most rows first.
+
+        Read from the rows' own embedder tags, whatever embedder this handle was opened with.
+        """
+
+    def recorded_embedder(self) -> StoredEmbedder | None:
+        """The embedder that made most of the stored vectors, or `None` when there are none.
+
+        This is the embedder the store was built with: `tdai-recall` read commands search with
+        it when it can be rebuilt offline (`embeddings.embedder_from_identity`).
+        """
+        embedders = self.vector_embedders()
+        return embedders[0] if embedders else None
 
     @abstractmethod
     def drop_vectors_of_other_dimension(self, dimension: int) -> int:

@@ -47,7 +47,7 @@ from langchain_tdai_recall.errors import (
     StoreReadOnlyError,
 )
 from langchain_tdai_recall.memory import TdaiMemory
-from langchain_tdai_recall.stores.base import BaseMemoryStore
+from langchain_tdai_recall.stores.base import BaseMemoryStore, StoredEmbedder
 from langchain_tdai_recall.stores.formation import LeaseOwner, Upsert
 from langchain_tdai_recall.testing import HashEmbeddings, ScriptedFormationModel
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
@@ -1037,6 +1037,38 @@ class DurableBackendConformance(BackendConformance):
                 reader.set_persona("nope", user_id="r")
             with pytest.raises(StoreReadOnlyError):
                 reader.delete_memory("cello", user_id="r")
+
+    def test_the_store_remembers_its_embedder_and_a_read_never_re_embeds(
+        self, factory: BackendFactory
+    ) -> None:
+        """`vector_embedders` names who made the stored vectors, whatever a handle uses."""
+
+        def embedders() -> list[StoredEmbedder]:
+            store = factory.open(read_only=True)
+            try:
+                return store.vector_embedders()
+            finally:
+                store.close()
+
+        with open_memory(factory.open()) as memory:
+            memory.add_memory("The user plays the cello.", id="cello", user_id="r")
+            memory.record_messages(
+                [{"role": "user", "content": "I practised the cello."}],
+                session_key="s",
+                user_id="r",
+            )
+            assert memory.flush(timeout=30)
+        built = [StoredEmbedder(f"hash-embeddings-v1-{DIMS}", DIMS, 2)]
+        assert embedders() == built
+        reader_store = factory.open(read_only=True)
+        assert reader_store.recorded_embedder() == built[0]
+        with open_memory(reader_store, embeddings=HashEmbeddings(dims=24)) as reader:
+            assert [h.id for h in reader.search_memories("cello", user_id="r")] == ["cello"]
+            assert reader.flush(timeout=5) and reader.reindex() == 0
+        assert embedders() == built  # a read-only handle re-embeds nothing
+        with open_memory(factory.open(), embeddings=HashEmbeddings(dims=24)) as writer:
+            assert writer.flush(timeout=30)  # opening for writing re-embeds
+        assert embedders() == [StoredEmbedder("hash-embeddings-v1-24", 24, 2)]
 
     def test_two_handles_forming_at_once_form_each_message_once(
         self, factory: BackendFactory

@@ -700,6 +700,16 @@ class PostgresRecords:
             ).fetchone()
         return int(row[0]) if row else 0
 
+    def vector_embedders(self, layer: Layer) -> list[tuple[str, int, int]]:
+        """(embedder, dimension, rows) of every embedder that made stored vectors in a layer."""
+        with self.db.connection("read the embedders of stored vectors") as conn:
+            rows = conn.execute(
+                f"SELECT embedder, vector_dims(vector), COUNT(*) FROM {_TABLE[layer]} "
+                "WHERE vector IS NOT NULL AND embedder IS NOT NULL "
+                "GROUP BY embedder, vector_dims(vector)"
+            ).fetchall()
+        return [(str(e), int(d), int(n)) for e, d, n in rows]
+
     def count_foreign_vectors(self, layer: Layer, embedder: str) -> int:
         """Rows holding a vector made by another embedder."""
         with self.db.connection("count vectors") as conn:

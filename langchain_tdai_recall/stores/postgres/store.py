@@ -43,6 +43,8 @@ from langchain_tdai_recall.stores.base import (
     MessageRow,
     PendingVector,
     Ref,
+    StoredEmbedder,
+    merge_embedders,
 )
 from langchain_tdai_recall.stores.postgres import _schema
 from langchain_tdai_recall.stores.postgres._connection import Database, redact
@@ -141,7 +143,9 @@ class PostgresMemoryStore(BaseMemoryStore):
         self.formation = PostgresFormationState(self.db, self.records)
         cache_dir = index_cache_dir(index_cache, None)  # "auto": no local directory to use
         self._indexes = DerivedIndexes(
-            SnapshotCache(cache_dir, self._display) if cache_dir is not None else None
+            SnapshotCache(cache_dir, self._display, writable=not read_only)
+            if cache_dir is not None
+            else None
         )
 
     def _prepare(self) -> int:
@@ -393,6 +397,13 @@ class PostgresMemoryStore(BaseMemoryStore):
         return sum(
             self.records.count_pending_vectors(layer, self.embedder_id, scope_id=scope_id)
             for layer in LAYERS
+        )
+
+    def vector_embedders(self) -> list[StoredEmbedder]:
+        """Every embedder whose vectors the store holds, most rows first."""
+        self._check_open()
+        return merge_embedders(
+            [c for layer in LAYERS for c in self.records.vector_embedders(layer)]
         )
 
     def count_foreign_vectors(self) -> int:
