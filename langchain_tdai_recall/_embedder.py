@@ -37,8 +37,8 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_tdai_recall._progress import Progress, progress
 from langchain_tdai_recall.errors import EmbeddingError, StoreClosedError, StoreError
-from langchain_tdai_recall.store._sqlite import Layer
 from langchain_tdai_recall.stores.base import LAYERS, BaseMemoryStore, PendingVector
+from langchain_tdai_recall.stores.records import Layer
 
 __all__ = ["VectorUpkeep", "check_vectors"]
 

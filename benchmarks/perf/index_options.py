@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import HashingEmbeddings, make_memories, make_queries
 from _realvec import load_real, synth_like
 
-from langchain_tdai_recall.store._vectors import EXACT_MAX_VECTORS, VectorIndex
+from langchain_tdai_recall.stores._index.vectors import EXACT_MAX_VECTORS, VectorIndex
 
 REPO = Path(__file__).resolve().parents[2]
 K = 15

@@ -191,7 +191,7 @@ def rss():
 import numpy, langchain_core, faiss
 from latency import PrecomputedEmbeddings
 from langchain_tdai_recall import TdaiMemory
-from langchain_tdai_recall.store import _vectors
+from langchain_tdai_recall.stores._index import vectors as _vectors
 r0 = r1 = rss()
 m = TdaiMemory.open({store_dir!r}, embeddings=PrecomputedEmbeddings({dim}))
 r2 = rss()

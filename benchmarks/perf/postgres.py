@@ -57,7 +57,7 @@ CREATED = "2025-01-01T00:00:00.000Z"
 
 def _rows(n: int, emb: PrecomputedEmbeddings, *, seed: int, prefix: str) -> list[Any]:
     """`n` memory rows with precomputed vectors, as `import_rows` takes them."""
-    from langchain_tdai_recall.store._sqlite import MemoryRow
+    from langchain_tdai_recall.stores.records import MemoryRow
     from langchain_tdai_recall.types import MemoryRecord
 
     records = make_memories(n, seed=seed)

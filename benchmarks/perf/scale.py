@@ -115,7 +115,9 @@ import numpy, faiss, langchain_core
 from latency import PrecomputedEmbeddings
 from _corpus import make_queries
 from langchain_tdai_recall import TdaiMemory
-from langchain_tdai_recall.store import _vectors, _keyword, _scope
+from langchain_tdai_recall.stores._index import vectors as _vectors
+from langchain_tdai_recall.stores._index import keyword as _keyword
+from langchain_tdai_recall.stores._index import layer as _scope
 queries = make_queries({queries}, seed=1)
 emb = PrecomputedEmbeddings({dim})
 emb.precompute(queries)

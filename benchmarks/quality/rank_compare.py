@@ -33,7 +33,7 @@ from locomo import build_records
 from zh_eval import _records as zh_records
 
 from langchain_tdai_recall import TdaiMemory
-from langchain_tdai_recall.store import _vectors
+from langchain_tdai_recall.stores._index import vectors as _vectors
 
 K = 10
 Ranking = list[tuple[str, float]]

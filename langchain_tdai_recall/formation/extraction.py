@@ -60,7 +60,7 @@ an absolute one."""
 STEERING_PRIORITY_CAP: Final = 20
 """Highest priority of a memory drawn from steering text (`steers`): a minor memory, left to
 search. Every pin level (`recall.pin_priority`, `recall.pin_instruction_priority`) is at least
-60 and the user profile takes memories of priority 30 or more (`store._profile`), so such a
+60 and the user profile takes memories of priority 30 or more (`stores._index.profile`), so such a
 memory never reaches the system prompt unless a message is about it, and is never a `-1`
 rule."""
 

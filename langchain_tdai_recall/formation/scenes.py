@@ -46,8 +46,8 @@ from langchain_tdai_recall.formation.schemas import (
     read_persona,
     read_scenes,
 )
-from langchain_tdai_recall.store._documents import normalize_scene_name
 from langchain_tdai_recall.stores.base import BaseMemoryStore
+from langchain_tdai_recall.stores.documents import normalize_scene_name
 from langchain_tdai_recall.types import MemoryRecord, SceneBlock, SceneInfo, Scope
 
 __all__ = ["PersonaOutcome", "SceneOutcome", "SceneWriter"]

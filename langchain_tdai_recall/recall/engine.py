@@ -49,7 +49,7 @@ from langchain_tdai_recall.types import (
 )
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall.store._scope import LayerIndex
+    from langchain_tdai_recall.stores._index.layer import LayerIndex
 
 __all__ = ["MIN_QUERY_CHARS", "RecallEngine"]
 

@@ -9,8 +9,8 @@ Every hit carries two numbers (hybrid search, with `W = EMBEDDING_WEIGHT = 0.7`)
   `W · max(cosine, 0) + (1 - W) · keyword coverage`. Both legs depend only on the query and the
   memory, so adding memories never lowers an existing hit's score.
 - `rank`, the order of the hits: the same mix with the keyword leg's coverage weighted by how rare
-  each query word is in the scope (`store._keyword`). Rare, decisive words ("peanuts") count for
-  more than the words most memories share. It is never compared with a threshold.
+  each query word is in the scope (`stores._index.keyword`). Rare, decisive words ("peanuts")
+  count for more than the words most memories share. It is never compared with a threshold.
 
 Candidates: the embedding leg's `3 × limit` nearest memories and the keyword leg's `3 × limit`
 best-ranked memories; every candidate gets both legs' numbers (the keyword leg scores the
@@ -44,10 +44,10 @@ import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
 from langchain_tdai_recall._threads import DaemonExecutor
-from langchain_tdai_recall.store._keyword import KeywordHits
-from langchain_tdai_recall.store._scope import LayerIndex
-from langchain_tdai_recall.store._sqlite import Layer
+from langchain_tdai_recall.stores._index.keyword import KeywordHits
+from langchain_tdai_recall.stores._index.layer import LayerIndex
 from langchain_tdai_recall.stores.base import BaseMemoryStore
+from langchain_tdai_recall.stores.records import Layer
 from langchain_tdai_recall.types import RecallStrategy, Scope, Strategy
 
 __all__ = [

@@ -26,9 +26,9 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Final, Literal, NoReturn
+from typing import Final, NoReturn
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +41,13 @@ from langchain_tdai_recall.errors import (
     StoreWriteError,
 )
 from langchain_tdai_recall.store._history import record_version
+from langchain_tdai_recall.stores.records import (
+    L0_CONTEXT_CHARS,
+    Layer,
+    MemoryRow,
+    MessageRow,
+    PendingVector,
+)
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.types import Change, MemoryRecord, MemoryType, MessageRecord, Scope
 
@@ -55,7 +62,6 @@ __all__ = [
 
 DB_FILENAME: Final = "memory.sqlite3"
 
-Layer = Literal["l1", "l0"]
 
 BUSY_TIMEOUT_MS: Final = 10_000
 """How long a write waits for another process's write lock before `StoreWriteError`."""
@@ -194,8 +200,6 @@ _FORMATION_SCHEMA: Final = 4
 """Schema from which memories have a fingerprint and the history and formation tables exist;
 a read-only open of an older store reads memories without them."""
 
-L0_CONTEXT_CHARS: Final = 300
-"""Code points of the previous message of a session kept as a message's context (its end)."""
 
 _OUR_TABLES: Final = frozenset({"scopes", "memories", "messages", "tombstones"})
 _TABLE: Final[dict[Layer, str]] = {"l1": "memories", "l0": "messages"}
@@ -221,36 +225,6 @@ _CORRUPT: Final = 11
 _FULL: Final = 13
 _CANTOPEN: Final = 14
 _NOTADB: Final = 26
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryRow:
-    """A memory row as the index needs it: metadata for ranking, text, and the vector."""
-
-    rowid: int
-    record: MemoryRecord
-    embedder: str | None
-    vector: bytes | None
-
-
-@dataclass(frozen=True, slots=True)
-class MessageRow:
-    """A message row as the index needs it."""
-
-    rowid: int
-    record: MessageRecord
-    embedder: str | None
-    vector: bytes | None
-    context: str = ""
-    """The end of the previous message of the session (indexed with the message)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PendingVector:
-    """A row waiting for a vector: its reference and the text to embed."""
-
-    ref: int
-    text: str
 
 
 def _agent_key(agent_id: str | None) -> str:

@@ -30,9 +30,7 @@ from langchain_tdai_recall.errors import (
     StoreWriteError,
 )
 from langchain_tdai_recall.store import _transfer
-from langchain_tdai_recall.store._documents import DocumentStore, FileDocuments, InMemoryDocuments
-from langchain_tdai_recall.store._scope import LayerIndex
-from langchain_tdai_recall.store._snapshot import SnapshotCache, index_cache_dir
+from langchain_tdai_recall.store._documents import FileDocuments
 from langchain_tdai_recall.store._sqlite import (
     Layer,
     MemoryRow,
@@ -40,6 +38,8 @@ from langchain_tdai_recall.store._sqlite import (
     PendingVector,
     SqliteRecords,
 )
+from langchain_tdai_recall.stores._index.layer import LayerIndex
+from langchain_tdai_recall.stores._index.snapshot import SnapshotCache, index_cache_dir
 from langchain_tdai_recall.stores.base import (
     LAYERS,
     BaseMemoryStore,
@@ -48,6 +48,7 @@ from langchain_tdai_recall.stores.base import (
     StoredEmbedder,
     merge_embedders,
 )
+from langchain_tdai_recall.stores.documents import DocumentStore, InMemoryDocuments
 from langchain_tdai_recall.text.tokenize import Tokenizer
 from langchain_tdai_recall.types import (
     MemoryRecord,

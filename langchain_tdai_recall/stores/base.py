@@ -35,7 +35,7 @@ The interface, by part:
 - **Stats**: `scope_stats`, `loaded_indexes`, `pending_vector_count`, `vector_dimension`.
 - **Index snapshots**: `save_index_snapshots()` (and `close()`) persist large derived indexes
   when the backend has an index cache, so the next process restores them instead of
-  rebuilding them from the rows (`store._snapshot`).
+  rebuilding them from the rows (`stores._index.snapshot`).
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ import numpy as np
 import numpy.typing as npt
 
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
-from langchain_tdai_recall.store._scope import LayerIndex, RowSource
-from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow, PendingVector
-from langchain_tdai_recall.store._trim import release_freed_memory
+from langchain_tdai_recall.stores._index.layer import LayerIndex, RowSource
+from langchain_tdai_recall.stores._index.trim import release_freed_memory
+from langchain_tdai_recall.stores.records import Layer, MemoryRow, MessageRow, PendingVector
 from langchain_tdai_recall.text.tokenize import Tokenizer, get_tokenizer
 from langchain_tdai_recall.types import (
     MemoryRecord,
@@ -69,8 +69,8 @@ from langchain_tdai_recall.types import (
 )
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall.store._documents import DocumentStore
-    from langchain_tdai_recall.store._snapshot import SnapshotCache
+    from langchain_tdai_recall.stores._index.snapshot import SnapshotCache
+    from langchain_tdai_recall.stores.documents import DocumentStore
     from langchain_tdai_recall.stores.formation import BaseFormationState
 
 __all__ = [
@@ -330,8 +330,8 @@ class BaseMemoryStore(ABC):
     def save_index_snapshots(self) -> int:
         """Persist the large derived indexes that changed since their snapshot; returns how many.
 
-        Backends with an index cache (`store._snapshot`) also do it in `close()`; the default is
-        a backend without one.
+        Backends with an index cache (`stores._index.snapshot`) also do it in `close()`; the
+        default is a backend without one.
         """
         self._check_open()
         return 0

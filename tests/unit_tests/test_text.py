@@ -303,7 +303,7 @@ def test_bulk_index_build_matches_one_by_one() -> None:
 
     import numpy as np
 
-    from langchain_tdai_recall.store._keyword import KeywordIndex
+    from langchain_tdai_recall.stores._index.keyword import KeywordIndex
 
     tok = get_tokenizer("bigram")
     rng = random.Random(3)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.store import _vectors
-from langchain_tdai_recall.store._vectors import VectorIndex
+from langchain_tdai_recall.stores._index import vectors as _vectors
+from langchain_tdai_recall.stores._index.vectors import VectorIndex
 
 
 def _unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:

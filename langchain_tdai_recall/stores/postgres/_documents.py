@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from langchain_tdai_recall.store._documents import (
+from langchain_tdai_recall.stores.documents import (
     DocumentStore,
     parse_scene_file,
     render_scene_file,

@@ -26,15 +26,15 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from langchain_tdai_recall.store._sqlite import (
+from langchain_tdai_recall.stores.postgres._connection import Database
+from langchain_tdai_recall.stores.postgres._history import record_version, snapshot_of, versions
+from langchain_tdai_recall.stores.records import (
     L0_CONTEXT_CHARS,
     Layer,
     MemoryRow,
     MessageRow,
     PendingVector,
 )
-from langchain_tdai_recall.stores.postgres._connection import Database
-from langchain_tdai_recall.stores.postgres._history import record_version, snapshot_of, versions
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.types import (
     Change,

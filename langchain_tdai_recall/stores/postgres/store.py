@@ -32,8 +32,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     _PACKAGE = "psycopg"
     raise MissingDependencyError(_PACKAGE, extra="postgres") from exc
 
-from langchain_tdai_recall.store._scope import LayerIndex
-from langchain_tdai_recall.store._snapshot import SnapshotCache, index_cache_dir
+from langchain_tdai_recall.stores._index.layer import LayerIndex
+from langchain_tdai_recall.stores._index.snapshot import SnapshotCache, index_cache_dir
 from langchain_tdai_recall.stores.base import (
     LAYERS,
     BaseMemoryStore,
@@ -96,7 +96,7 @@ class PostgresMemoryStore(BaseMemoryStore):
         embedder_id: Embedder identity (`TdaiMemory.open` sets it).
         index_cache: A local directory for persisted snapshots of this process's derived
             indexes, so a large scope's first search after a restart does not re-read every
-            row (see `store._snapshot`); `None` or `"auto"` (the default for URLs): off.
+            row (see `stores._index.snapshot`); `None` or `"auto"` (the default for URLs): off.
 
     Raises:
         ConfigError: If an argument is invalid.

@@ -111,6 +111,6 @@ def test_the_memory_tool_caps_injected_text(open_memory: OpenMemory) -> None:
 
 
 def test_steering_text_stays_below_the_user_profile() -> None:
-    from langchain_tdai_recall.store._profile import PROFILE_MIN_PRIORITY
+    from langchain_tdai_recall.stores._index.profile import PROFILE_MIN_PRIORITY
 
     assert STEERING_PRIORITY_CAP < PROFILE_MIN_PRIORITY

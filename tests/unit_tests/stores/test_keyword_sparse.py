@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from langchain_tdai_recall.store import _keyword
-from langchain_tdai_recall.store._keyword import KeywordHits, KeywordIndex
+from langchain_tdai_recall.stores._index import keyword as _keyword
+from langchain_tdai_recall.stores._index.keyword import KeywordHits, KeywordIndex
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 
 from ._words import phrase

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from langchain_tdai_recall import TdaiMemory
-from langchain_tdai_recall.store import _trim
 from langchain_tdai_recall.stores import base
+from langchain_tdai_recall.stores._index import trim as _trim
 from langchain_tdai_recall.testing import HashEmbeddings
 
 

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import pytest
 
-from langchain_tdai_recall.store._profile import ProfileHead, profile_key
+from langchain_tdai_recall.stores._index.profile import ProfileHead, profile_key
 
 
 class Fields(NamedTuple):

@@ -43,9 +43,9 @@ from typing import Any, BinaryIO, Final
 import numpy as np
 import numpy.typing as npt
 
-from langchain_tdai_recall.store._keyword import KeywordState
-from langchain_tdai_recall.store._scope import LayerIndex, LayerState, RowMeta, RowSource
-from langchain_tdai_recall.store._sqlite import Layer
+from langchain_tdai_recall.stores._index.keyword import KeywordState
+from langchain_tdai_recall.stores._index.layer import LayerIndex, LayerState, RowMeta, RowSource
+from langchain_tdai_recall.stores.records import Layer
 
 __all__ = [
     "SNAPSHOT_MIN_ROWS",
@@ -360,7 +360,7 @@ def _state(header: dict[str, Any], a: dict[str, npt.NDArray[Any]], key: Snapshot
     )
     vectors = None
     if "vector_ids" in a:
-        from langchain_tdai_recall.store._vectors import VectorState  # noqa: PLC0415 - faiss
+        from langchain_tdai_recall.stores._index.vectors import VectorState  # noqa: PLC0415 - faiss
 
         vectors = VectorState(
             dim=int(header["dim"]),

@@ -7,7 +7,7 @@ compares the scope's generation with the one it has seen and applies only the de
 writes since.
 
 A large index can also start from a persisted snapshot (`export_state` / `restore`, written and
-validated by `store._snapshot`): it is restored at the generation it was taken at and then
+validated by `stores._index.snapshot`): it is restored at the generation it was taken at and then
 caught up the same way, so a snapshot only ever saves work; it never replaces the rows.
 """
 
@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from langchain_tdai_recall.store._keyword import KeywordHits, KeywordIndex, KeywordState
-from langchain_tdai_recall.store._profile import ProfileHead
-from langchain_tdai_recall.store._sqlite import Layer, MemoryRow, MessageRow
+from langchain_tdai_recall.stores._index.keyword import KeywordHits, KeywordIndex, KeywordState
+from langchain_tdai_recall.stores._index.profile import ProfileHead
+from langchain_tdai_recall.stores.records import Layer, MemoryRow, MessageRow
 from langchain_tdai_recall.text.tokenize import Query, Tokenizer
 from langchain_tdai_recall.types import Scope
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall.store._vectors import VectorIndex, VectorState
+    from langchain_tdai_recall.stores._index.vectors import VectorIndex, VectorState
 
 __all__ = ["LayerIndex", "LayerState", "RowMeta", "RowSource", "row_meta"]
 
@@ -102,7 +102,7 @@ class RowMeta(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class LayerState:
-    """A `LayerIndex` at one generation, as plain data (see `store._snapshot`)."""
+    """A `LayerIndex` at one generation, as plain data (see `stores._index.snapshot`)."""
 
     generation: int
     rowids: npt.NDArray[np.int64]
@@ -180,7 +180,7 @@ class LayerIndex:
         """L1 rows pinned by priority: instructions with priority -1 (standing rules) and
         memories with priority >= `TRACKED_PRIORITY`, with their priority."""
         self._profile = ProfileHead(PROFILE_HEAD)
-        """L1 rows in profile order (see `store._profile`)."""
+        """L1 rows in profile order (see `stores._index.profile`)."""
 
     def refresh(self) -> None:
         """Apply every change written to this scope's layer since the last refresh."""
@@ -246,7 +246,7 @@ class LayerIndex:
         Raises:
             ValueError: If the state is inconsistent (the caller then builds from the rows).
         """
-        from langchain_tdai_recall.store._vectors import VectorIndex  # noqa: PLC0415
+        from langchain_tdai_recall.stores._index.vectors import VectorIndex  # noqa: PLC0415
 
         if state.keyword.tokenizer_identity != self.tokenizer.identity:
             msg = "the keyword index was built by another tokenizer"
@@ -352,7 +352,7 @@ class LayerIndex:
             ):
                 # faiss loads here, on the first vector, not at package import; an emptied
                 # index takes the dimension of the vectors that replace the old ones
-                from langchain_tdai_recall.store._vectors import VectorIndex  # noqa: PLC0415
+                from langchain_tdai_recall.stores._index.vectors import VectorIndex  # noqa: PLC0415
 
                 self.vectors = VectorIndex(matrix.shape[1])
             if matrix.shape[1] != self.vectors.dim:

@@ -33,7 +33,7 @@ ProfileKey = tuple[int, int, str, str, int]
 
 
 class ProfileFields(Protocol):
-    """The row fields profile order reads (`store._scope.RowMeta` has them)."""
+    """The row fields profile order reads (`stores._index.layer.RowMeta` has them)."""
 
     @property
     def id(self) -> str: ...

@@ -26,7 +26,7 @@ keyword hit and breaks nothing.
 Memory. Tokens are numbered once per index; what each document contains (needed to forget it)
 is kept as token numbers in one flat int32 array with per-slot offsets, not as a tuple of
 strings per document, which cost about 0.5 KiB per memory. `export_state` / `from_state` turn the
-index into plain arrays and back (for the persisted snapshots of `store._snapshot`).
+index into plain arrays and back (for the persisted snapshots of `stores._index.snapshot`).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ path the ranking is exact too: the flat scan's candidate list is widened until i
 rounding error cannot change the top k.
 
 Snapshots. `export_state` / `from_state` turn the index, quantiser included (FAISS's own binary
-serialisation, not pickle), into plain arrays and back, for `store._snapshot`.
+serialisation, not pickle), into plain arrays and back, for `stores._index.snapshot`.
 
 Threads. On a 2-core machine one FAISS query is slower with 2 OpenMP threads than with 1, so
 every FAISS call here runs with `omp_set_num_threads(1)` and restores the caller's value right
