@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from langchain_tdai_recall._process import pid_alive
-from langchain_tdai_recall.store._history import versions, versions_of_current
+from langchain_tdai_recall.store._history import versions
 from langchain_tdai_recall.store._sqlite import _MEMORY_COLS, SqliteRecords, _memory
 from langchain_tdai_recall.stores.formation import (
     BaseFormationState,
@@ -38,6 +38,7 @@ from langchain_tdai_recall.stores.formation import (
     SessionState,
     Upsert,
 )
+from langchain_tdai_recall.stores.history import versions_of_current
 from langchain_tdai_recall.types import Change, MemoryRecord, MemoryVersion, Scope
 
 __all__ = ["FormationRecords"]

@@ -18,41 +18,16 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Final
 
+from langchain_tdai_recall.stores.history import is_new_version, versions_from_rows
 from langchain_tdai_recall.types import Change, MemoryRecord, MemoryVersion, Scope
 
-__all__ = ["Change", "record_version", "versions", "versions_of_current"]
+__all__ = ["record_version", "versions"]
 
 
 _SNAPSHOT_COLS: Final = (
     "content, type, scene_name, priority, activity_start_time, activity_end_time, timestamp, "
     "session_key, source_message_ids, created_at, updated_at"
 )
-_COMPARED: Final = (
-    "content",
-    "type",
-    "scene_name",
-    "priority",
-    "activity_start_time",
-    "activity_end_time",
-    "timestamp",
-    "source_message_ids",
-)
-
-
-def _record_fields(rec: MemoryRecord) -> dict[str, object]:
-    return {
-        "content": rec.content,
-        "type": rec.type,
-        "scene_name": rec.scene_name,
-        "priority": rec.priority,
-        "activity_start_time": rec.activity_start_time,
-        "activity_end_time": rec.activity_end_time,
-        "timestamp": rec.timestamp,
-        "session_key": rec.session_key,
-        "source_message_ids": list(rec.source_message_ids),
-        "created_at": rec.created_at,
-        "updated_at": rec.updated_at,
-    }
 
 
 def record_version(
@@ -91,10 +66,8 @@ def record_version(
     names = [c.strip() for c in _SNAPSHOT_COLS.split(",")]
     old: dict[str, object] = dict(zip(names, row, strict=True))
     old["source_message_ids"] = json.loads(str(old["source_message_ids"]))
-    if replacement is not None and change == "update":
-        new = _record_fields(replacement)
-        if all(old[k] == new[k] for k in _COMPARED):
-            return False
+    if not is_new_version(old, change, replacement):
+        return False
     (count,) = conn.execute(
         "SELECT COUNT(*) FROM memory_versions WHERE scope_id = ? AND memory_id = ?",
         (scope_id, memory_id),
@@ -132,51 +105,4 @@ def versions(
         "WHERE scope_id = ? AND memory_id = ? ORDER BY version",
         (scope_id, memory_id),
     ).fetchall()
-    out: list[MemoryVersion] = []
-    for version, change, actor, related, snapshot, replaced_at in rows:
-        data = json.loads(snapshot)
-        record = MemoryRecord(
-            id=memory_id,
-            content=str(data["content"]),
-            type=data["type"],
-            scene_name=str(data["scene_name"]),
-            priority=int(data["priority"]),
-            activity_start_time=data["activity_start_time"],
-            activity_end_time=data["activity_end_time"],
-            timestamp=data["timestamp"],
-            user_id=scope.user_id,
-            agent_id=scope.agent_id,
-            session_key=str(data["session_key"]),
-            source_message_ids=tuple(data["source_message_ids"]),
-            created_at=str(data["created_at"]),
-            updated_at=str(data["updated_at"]),
-        )
-        out.append(
-            MemoryVersion(
-                version=int(version),
-                record=record,
-                current=False,
-                change=change,
-                changed_by=str(actor),
-                changed_at=str(replaced_at),
-                related_ids=tuple(json.loads(related)),
-            )
-        )
-    if current is not None:
-        out += versions_of_current(current, number=len(out) + 1)
-    return out
-
-
-def versions_of_current(current: MemoryRecord, *, number: int = 1) -> list[MemoryVersion]:
-    """The current row as the last version of a memory's history."""
-    return [
-        MemoryVersion(
-            version=number,
-            record=current,
-            current=True,
-            change=None,
-            changed_by=None,
-            changed_at=None,
-            related_ids=(),
-        )
-    ]
+    return versions_from_rows(rows, memory_id, scope, current)

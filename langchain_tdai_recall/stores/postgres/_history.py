@@ -1,4 +1,4 @@
-"""Memory version history in PostgreSQL: the same rules as the local store's `store._history`.
+"""Memory version history in PostgreSQL: the same rules as every backend (`stores.history`).
 
 Before an update, a merge or a delete ends the current version of a memory, its row is copied to
 `tdai_memory_versions` (as JSON, with what ended it, who and the ids involved), inside the
@@ -14,28 +14,16 @@ from typing import Any, Final
 
 import psycopg
 
-from langchain_tdai_recall.store._history import (
-    _COMPARED,
-    _record_fields,
-    versions_of_current,
+from langchain_tdai_recall.stores.history import (
+    SNAPSHOT_FIELDS,
+    is_new_version,
+    versions_from_rows,
 )
 from langchain_tdai_recall.types import Change, MemoryRecord, MemoryVersion, Scope
 
 __all__ = ["record_version", "versions"]
 
-_SNAPSHOT: Final = (
-    "content",
-    "type",
-    "scene_name",
-    "priority",
-    "activity_start_time",
-    "activity_end_time",
-    "timestamp",
-    "session_key",
-    "source_message_ids",
-    "created_at",
-    "updated_at",
-)
+_SNAPSHOT: Final = SNAPSHOT_FIELDS
 _SNAPSHOT_SQL: Final = ", ".join(f'"{c}"' for c in _SNAPSHOT)
 
 
@@ -86,10 +74,8 @@ def record_version(
         old = snapshot_of(conn, scope_id, memory_id)
     if old is None:
         return False
-    if replacement is not None and change == "update":
-        new = _record_fields(replacement)
-        if all(old[k] == new[k] for k in _COMPARED):
-            return False
+    if not is_new_version(old, change, replacement):
+        return False
     conn.execute(
         """
         INSERT INTO tdai_memory_versions (scope_id, memory_id, version, change, actor,
@@ -125,36 +111,4 @@ def versions(
         "FROM tdai_memory_versions WHERE scope_id = %s AND memory_id = %s ORDER BY version",
         (scope_id, memory_id),
     ).fetchall()
-    out: list[MemoryVersion] = []
-    for version, change, actor, related, snapshot, replaced_at in rows:
-        data = json.loads(snapshot)
-        record = MemoryRecord(
-            id=memory_id,
-            content=str(data["content"]),
-            type=data["type"],
-            scene_name=str(data["scene_name"]),
-            priority=int(data["priority"]),
-            activity_start_time=data["activity_start_time"],
-            activity_end_time=data["activity_end_time"],
-            timestamp=data["timestamp"],
-            user_id=scope.user_id,
-            agent_id=scope.agent_id,
-            session_key=str(data["session_key"]),
-            source_message_ids=tuple(data["source_message_ids"]),
-            created_at=str(data["created_at"]),
-            updated_at=str(data["updated_at"]),
-        )
-        out.append(
-            MemoryVersion(
-                version=int(version),
-                record=record,
-                current=False,
-                change=change,
-                changed_by=str(actor),
-                changed_at=str(replaced_at),
-                related_ids=tuple(json.loads(related)),
-            )
-        )
-    if current is not None:
-        out += versions_of_current(current, number=len(out) + 1)
-    return out
+    return versions_from_rows(rows, memory_id, scope, current)
