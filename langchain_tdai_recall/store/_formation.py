@@ -27,7 +27,7 @@ import numpy as np
 
 from langchain_tdai_recall._process import pid_alive
 from langchain_tdai_recall.store._history import versions
-from langchain_tdai_recall.store._sqlite import _MEMORY_COLS, SqliteRecords, _memory
+from langchain_tdai_recall.store._sqlite import _MEMORY_COLS, SqliteRecords
 from langchain_tdai_recall.stores.formation import (
     BaseFormationState,
     CommitOutcome,
@@ -39,6 +39,7 @@ from langchain_tdai_recall.stores.formation import (
     Upsert,
 )
 from langchain_tdai_recall.stores.history import versions_of_current
+from langchain_tdai_recall.stores.records import memory_from_row
 from langchain_tdai_recall.types import Change, MemoryRecord, MemoryVersion, Scope
 
 __all__ = ["FormationRecords"]
@@ -203,7 +204,7 @@ class FormationRecords(BaseFormationState):
                 "ORDER BY updated_at DESC, rowid DESC LIMIT ?",
                 (scope_id, limit),
             ).fetchall()
-        return [_memory(r, scope) for r in rows]
+        return [memory_from_row(r, scope) for r in rows]
 
     def record_failure(
         self, scope_id: int, session_key: str, *, error: str, retry_at: float
@@ -403,7 +404,7 @@ class FormationRecords(BaseFormationState):
                 f"SELECT {_MEMORY_COLS} FROM memories WHERE scope_id = ? AND id IN ({marks})",
                 [scope_id, *ids],
             ).fetchall()
-        by_id = {str(r[1]): _memory(r, scope) for r in found}
+        by_id = {str(r[1]): memory_from_row(r, scope) for r in found}
         return int(rows[-1][0]), [by_id[i] for i in ids if i in by_id], int(total)
 
     def scopes_with_scene_work(self) -> list[tuple[int, str, str | None]]:

@@ -43,10 +43,14 @@ from langchain_tdai_recall.errors import (
 from langchain_tdai_recall.store._history import record_version
 from langchain_tdai_recall.stores.records import (
     L0_CONTEXT_CHARS,
+    MEMORY_COLUMNS,
+    MESSAGE_COLUMNS,
     Layer,
     MemoryRow,
     MessageRow,
     PendingVector,
+    memory_from_row,
+    message_from_row,
 )
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.types import Change, MemoryRecord, MemoryType, MessageRecord, Scope
@@ -203,11 +207,8 @@ a read-only open of an older store reads memories without them."""
 
 _OUR_TABLES: Final = frozenset({"scopes", "memories", "messages", "tombstones"})
 _TABLE: Final[dict[Layer, str]] = {"l1": "memories", "l0": "messages"}
-_MEMORY_COLS: Final = (
-    "rowid, id, content, type, scene_name, priority, activity_start_time, activity_end_time, "
-    "timestamp, session_key, source_message_ids, created_at, updated_at"
-)
-_MESSAGE_COLS: Final = "rowid, id, role, content, session_key, session_id, recorded_at"
+_MEMORY_COLS: Final = ", ".join(MEMORY_COLUMNS)
+_MESSAGE_COLS: Final = ", ".join(MESSAGE_COLUMNS)
 _EMBEDDED_TEXT: Final[dict[Layer, str]] = {
     "l1": "content",
     "l0": "(CASE WHEN context = '' THEN content ELSE context || char(10) || content END)",
@@ -673,7 +674,7 @@ class SqliteRecords:
             "ORDER BY rowid LIMIT 1",
             (scope_id, content_fingerprint(rec.content)),
         ).fetchone()
-        return _memory(row, Scope(rec.user_id, rec.agent_id)) if row else None
+        return memory_from_row(row, Scope(rec.user_id, rec.agent_id)) if row else None
 
     @staticmethod
     def write_memory_row(
@@ -778,7 +779,7 @@ class SqliteRecords:
                 f"SELECT {_MEMORY_COLS} FROM memories WHERE scope_id = ? AND id = ?",
                 (scope_id, memory_id),
             ).fetchone()
-        return _memory(row, scope) if row else None
+        return memory_from_row(row, scope) if row else None
 
     def delete_memories(
         self, scope_id: int, memory_ids: Sequence[str], *, actor: str = "api"
@@ -840,7 +841,7 @@ class SqliteRecords:
         params += [-1 if limit is None else limit, offset]
         with self._read() as conn:
             rows = conn.execute(sql, params).fetchall()
-        return [_memory(r, scope) for r in rows]
+        return [memory_from_row(r, scope) for r in rows]
 
     def memory_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MemoryRow]:
         """Rows of a scope written after `generation`, with their vectors."""
@@ -850,7 +851,7 @@ class SqliteRecords:
                 "WHERE scope_id = ? AND generation > ? ORDER BY rowid",
                 (scope_id, generation),
             ).fetchall()
-        return [MemoryRow(int(r[0]), _memory(r, scope), r[-2], r[-1]) for r in rows]
+        return [MemoryRow(int(r[0]), memory_from_row(r, scope), r[-2], r[-1]) for r in rows]
 
     def memories_by_rowid(
         self, scope_id: int, rowids: Sequence[int], scope: Scope
@@ -867,7 +868,7 @@ class SqliteRecords:
                     f"WHERE +scope_id = ? AND rowid IN ({marks})",
                     [scope_id, *part],
                 ).fetchall()
-            out.update((int(r[0]), _memory(r, scope)) for r in rows)
+            out.update((int(r[0]), memory_from_row(r, scope)) for r in rows)
         return out
 
     # -- L0 messages --------------------------------------------------------------------------
@@ -928,7 +929,7 @@ class SqliteRecords:
                 (scope_id, generation),
             ).fetchall()
         return [
-            MessageRow(int(r[0]), _message(r, scope), r[-2], r[-1], context=str(r[-3]))
+            MessageRow(int(r[0]), message_from_row(r, scope), r[-2], r[-1], context=str(r[-3]))
             for r in rows
         ]
 
@@ -945,7 +946,7 @@ class SqliteRecords:
                     f"WHERE +scope_id = ? AND rowid IN ({marks})",
                     [scope_id, *part],
                 ).fetchall()
-            out.update((int(r[0]), _message(r, scope)) for r in rows)
+            out.update((int(r[0]), message_from_row(r, scope)) for r in rows)
         return out
 
     # -- shared -------------------------------------------------------------------------------
@@ -1126,51 +1127,3 @@ def _utc_now() -> str:
     import datetime as dt  # noqa: PLC0415
 
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _memory(row: Sequence[object], scope: Scope) -> MemoryRecord:
-    (
-        _,
-        mid,
-        content,
-        mtype,
-        scene,
-        priority,
-        start,
-        end,
-        ts,
-        session,
-        sources,
-        created,
-        updated,
-    ) = row[:13]
-    return MemoryRecord(
-        id=str(mid),
-        content=str(content),
-        type=mtype,  # type: ignore[arg-type]
-        scene_name=str(scene),
-        priority=int(priority),  # type: ignore[call-overload]
-        activity_start_time=start,  # type: ignore[arg-type]
-        activity_end_time=end,  # type: ignore[arg-type]
-        timestamp=ts,  # type: ignore[arg-type]
-        user_id=scope.user_id,
-        agent_id=scope.agent_id,
-        session_key=str(session),
-        source_message_ids=tuple(json.loads(str(sources))),
-        created_at=str(created),
-        updated_at=str(updated),
-    )
-
-
-def _message(row: Sequence[object], scope: Scope) -> MessageRecord:
-    _, mid, role, content, session_key, session_id, recorded_at = row[:7]
-    return MessageRecord(
-        id=str(mid),
-        role=str(role),
-        content=str(content),
-        session_key=str(session_key),
-        session_id=str(session_id),
-        recorded_at=str(recorded_at),
-        user_id=scope.user_id,
-        agent_id=scope.agent_id,
-    )

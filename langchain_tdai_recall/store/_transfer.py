@@ -22,8 +22,6 @@ from langchain_tdai_recall.store._sqlite import (
     MemoryRow,
     MessageRow,
     SqliteRecords,
-    _memory,
-    _message,
 )
 from langchain_tdai_recall.stores.formation import (
     FormationSnapshot,
@@ -31,6 +29,7 @@ from langchain_tdai_recall.stores.formation import (
     SessionState,
     VersionRow,
 )
+from langchain_tdai_recall.stores.records import memory_from_row, message_from_row
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.types import Scope
 
@@ -68,7 +67,7 @@ def export_memories(
             "WHERE scope_id = ? AND rowid > ? ORDER BY rowid LIMIT ?",
             (scope_id, after, limit),
         ).fetchall()
-    return [MemoryRow(int(r[0]), _memory(r, scope), r[-2], r[-1]) for r in rows]
+    return [MemoryRow(int(r[0]), memory_from_row(r, scope), r[-2], r[-1]) for r in rows]
 
 
 def export_messages(
@@ -82,7 +81,8 @@ def export_messages(
             (scope_id, after, limit),
         ).fetchall()
     return [
-        MessageRow(int(r[0]), _message(r, scope), r[-2], r[-1], context=str(r[-3])) for r in rows
+        MessageRow(int(r[0]), message_from_row(r, scope), r[-2], r[-1], context=str(r[-3]))
+        for r in rows
     ]
 
 

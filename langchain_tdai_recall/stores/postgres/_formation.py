@@ -47,11 +47,11 @@ from langchain_tdai_recall.stores.postgres._connection import Database
 from langchain_tdai_recall.stores.postgres._records import (
     _MEMORY_COLS,
     PostgresRecords,
-    _memory,
     _utc_now,
     bump,
     pg_text,
 )
+from langchain_tdai_recall.stores.records import memory_from_row
 from langchain_tdai_recall.types import Change, MemoryRecord, MemoryVersion, Scope
 
 __all__ = ["PostgresFormationState"]
@@ -214,7 +214,7 @@ class PostgresFormationState(BaseFormationState):
                 'ORDER BY updated_at COLLATE "C" DESC, rowid DESC LIMIT %s',
                 (scope_id, limit),
             ).fetchall()
-        return [_memory(r, scope) for r in rows]
+        return [memory_from_row(r, scope) for r in rows]
 
     def record_failure(
         self, scope_id: int, session_key: str, *, error: str, retry_at: float
@@ -430,7 +430,7 @@ class PostgresFormationState(BaseFormationState):
                 f"SELECT {_MEMORY_COLS} FROM tdai_memories WHERE scope_id = %s AND id = ANY(%s)",
                 (scope_id, ids),
             ).fetchall()
-        by_id = {str(r[1]): _memory(r, scope) for r in found}
+        by_id = {str(r[1]): memory_from_row(r, scope) for r in found}
         count = int(total[0]) if total else 0
         return int(rows[-1][0]), [by_id[i] for i in ids if i in by_id], count
 

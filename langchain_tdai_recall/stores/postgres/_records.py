@@ -30,10 +30,14 @@ from langchain_tdai_recall.stores.postgres._connection import Database
 from langchain_tdai_recall.stores.postgres._history import record_version, snapshot_of, versions
 from langchain_tdai_recall.stores.records import (
     L0_CONTEXT_CHARS,
+    MEMORY_COLUMNS,
+    MESSAGE_COLUMNS,
     Layer,
     MemoryRow,
     MessageRow,
     PendingVector,
+    memory_from_row,
+    message_from_row,
 )
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.types import (
@@ -48,11 +52,9 @@ from langchain_tdai_recall.types import (
 __all__ = ["PostgresRecords", "pg_text"]
 
 _TABLE: Final[dict[Layer, str]] = {"l1": "tdai_memories", "l0": "tdai_messages"}
-_MEMORY_COLS: Final = (
-    "rowid, id, content, type, scene_name, priority, activity_start_time, activity_end_time, "
-    '"timestamp", session_key, source_message_ids, created_at, updated_at'
-)
-_MESSAGE_COLS: Final = "rowid, id, role, content, session_key, session_id, recorded_at"
+_MEMORY_COLS: Final = ", ".join(f'"{c}"' if c == "timestamp" else c for c in MEMORY_COLUMNS)
+"""`timestamp` is a type name in PostgreSQL: quoted."""
+_MESSAGE_COLS: Final = ", ".join(MESSAGE_COLUMNS)
 _EMBEDDED_TEXT: Final[dict[Layer, str]] = {
     "l1": "content",
     "l0": "(CASE WHEN context = '' THEN content ELSE context || E'\\n' || content END)",
@@ -281,7 +283,7 @@ class PostgresRecords:
                 "WHERE scope_id = %s AND content_key = ANY(%s) ORDER BY content_key, rowid",
                 (scope_id, wanted),
             ):
-                known[str(row[-1])] = _memory(row, scope)
+                known[str(row[-1])] = memory_from_row(row, scope)
         stored: list[MemoryRecord] = []
         params: list[tuple[object, ...]] = []
         for rec, key, flag in zip(records, keys, flags, strict=True):
@@ -306,7 +308,7 @@ class PostgresRecords:
             "ORDER BY rowid LIMIT 1",
             (scope_id, content_fingerprint(rec.content)),
         ).fetchone()
-        return _memory(row, Scope(rec.user_id, rec.agent_id)) if row else None
+        return memory_from_row(row, Scope(rec.user_id, rec.agent_id)) if row else None
 
     @staticmethod
     def write_memory_row(
@@ -404,7 +406,7 @@ class PostgresRecords:
                 f"SELECT {_MEMORY_COLS} FROM tdai_memories WHERE scope_id = %s AND id = %s",
                 (scope_id, pg_text(memory_id)),
             ).fetchone()
-        return _memory(row, scope) if row else None
+        return memory_from_row(row, scope) if row else None
 
     def delete_memories(
         self, scope_id: int, memory_ids: Sequence[str], *, actor: str = "api"
@@ -425,7 +427,7 @@ class PostgresRecords:
                 f"SELECT {_MEMORY_COLS} FROM tdai_memories WHERE scope_id = %s AND id = %s",
                 (scope_id, pg_text(memory_id)),
             ).fetchone()
-            current = _memory(row, scope) if row else None
+            current = memory_from_row(row, scope) if row else None
             return versions(conn, scope_id, pg_text(memory_id) or "", scope, current)
 
     def list_memories(
@@ -447,7 +449,7 @@ class PostgresRecords:
         params += [limit, offset]
         with self.db.connection("list memories") as conn:
             rows = conn.execute(sql, params).fetchall()
-        return [_memory(r, scope) for r in rows]
+        return [memory_from_row(r, scope) for r in rows]
 
     def memory_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MemoryRow]:
         """Rows of a scope written after `generation`, with their vectors."""
@@ -457,7 +459,7 @@ class PostgresRecords:
                 "WHERE scope_id = %s AND generation > %s ORDER BY rowid",
                 (scope_id, generation),
             ).fetchall()
-        return [MemoryRow(int(r[0]), _memory(r, scope), r[-2], r[-1]) for r in rows]
+        return [MemoryRow(int(r[0]), memory_from_row(r, scope), r[-2], r[-1]) for r in rows]
 
     def memories_by_rowid(
         self, scope_id: int, rowids: Sequence[int], scope: Scope
@@ -468,7 +470,7 @@ class PostgresRecords:
                 f"SELECT {_MEMORY_COLS} FROM tdai_memories WHERE scope_id = %s AND rowid = ANY(%s)",
                 (scope_id, list(rowids)),
             ).fetchall()
-        return {int(r[0]): _memory(r, scope) for r in rows}
+        return {int(r[0]): memory_from_row(r, scope) for r in rows}
 
     # -- L0 messages ----------------------------------------------------------------------------
 
@@ -537,7 +539,7 @@ class PostgresRecords:
                 (scope_id, generation),
             ).fetchall()
         return [
-            MessageRow(int(r[0]), _message(r, scope), r[-2], r[-1], context=str(r[-3]))
+            MessageRow(int(r[0]), message_from_row(r, scope), r[-2], r[-1], context=str(r[-3]))
             for r in rows
         ]
 
@@ -551,7 +553,7 @@ class PostgresRecords:
                 "WHERE scope_id = %s AND rowid = ANY(%s)",
                 (scope_id, list(rowids)),
             ).fetchall()
-        return {int(r[0]): _message(r, scope) for r in rows}
+        return {int(r[0]): message_from_row(r, scope) for r in rows}
 
     # -- copying a store ------------------------------------------------------------------------
 
@@ -565,7 +567,7 @@ class PostgresRecords:
                 "WHERE scope_id = %s AND rowid > %s ORDER BY rowid LIMIT %s",
                 (scope_id, after, limit),
             ).fetchall()
-        return [MemoryRow(int(r[0]), _memory(r, scope), r[-2], r[-1]) for r in rows]
+        return [MemoryRow(int(r[0]), memory_from_row(r, scope), r[-2], r[-1]) for r in rows]
 
     def export_messages(
         self, scope_id: int, scope: Scope, *, after: int, limit: int
@@ -578,7 +580,7 @@ class PostgresRecords:
                 (scope_id, after, limit),
             ).fetchall()
         return [
-            MessageRow(int(r[0]), _message(r, scope), r[-2], r[-1], context=str(r[-3]))
+            MessageRow(int(r[0]), message_from_row(r, scope), r[-2], r[-1], context=str(r[-3]))
             for r in rows
         ]
 
@@ -818,51 +820,3 @@ class PostgresRecords:
                     )
                     reset += max(cur.rowcount, 0)
         return reset
-
-
-def _memory(row: Sequence[object], scope: Scope) -> MemoryRecord:
-    (
-        _,
-        mid,
-        content,
-        mtype,
-        scene,
-        priority,
-        start,
-        end,
-        ts,
-        session,
-        sources,
-        created,
-        updated,
-    ) = row[:13]
-    return MemoryRecord(
-        id=str(mid),
-        content=str(content),
-        type=mtype,  # type: ignore[arg-type]
-        scene_name=str(scene),
-        priority=int(priority),  # type: ignore[call-overload]
-        activity_start_time=start,  # type: ignore[arg-type]
-        activity_end_time=end,  # type: ignore[arg-type]
-        timestamp=ts,  # type: ignore[arg-type]
-        user_id=scope.user_id,
-        agent_id=scope.agent_id,
-        session_key=str(session),
-        source_message_ids=tuple(json.loads(str(sources))),
-        created_at=str(created),
-        updated_at=str(updated),
-    )
-
-
-def _message(row: Sequence[object], scope: Scope) -> MessageRecord:
-    _, mid, role, content, session_key, session_id, recorded_at = row[:7]
-    return MessageRecord(
-        id=str(mid),
-        role=str(role),
-        content=str(content),
-        session_key=str(session_key),
-        session_id=str(session_id),
-        recorded_at=str(recorded_at),
-        user_id=scope.user_id,
-        agent_id=scope.agent_id,
-    )
