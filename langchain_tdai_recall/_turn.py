@@ -66,7 +66,7 @@ from langchain_tdai_recall.errors import ConfigError, ScopeError
 from langchain_tdai_recall.types import OnError, RecallResult, Scope
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall.memory import TdaiMemory
+    from langchain_tdai_recall._host import MemoryHost
 
 __all__ = [
     "BUDGET_EXHAUSTED_MESSAGE",
@@ -259,7 +259,7 @@ class ScopeResolver:
     @classmethod
     def for_memory(
         cls,
-        memory: TdaiMemory,
+        memory: MemoryHost,
         *,
         user_id: str | None = None,
         agent_id: str | None = None,
@@ -491,7 +491,7 @@ class RecallOutcome:
     error: str | None = None
 
 
-def _recall_failed(memory: TdaiMemory, exc: Exception, started: float) -> RecallOutcome:
+def _recall_failed(memory: MemoryHost, exc: Exception, started: float) -> RecallOutcome:
     report_failure(exc, action="recall", on_error=memory.config.recall.on_error)
     return RecallOutcome(None, (time.perf_counter() - started) * 1000, type(exc).__name__)
 
@@ -510,7 +510,7 @@ def _recall_done(result: RecallResult | None, started: float) -> RecallOutcome:
 
 
 def run_recall(
-    memory: TdaiMemory,
+    memory: MemoryHost,
     text: str,
     identity: TurnIdentity,
     *,
@@ -548,7 +548,7 @@ def run_recall(
 
 
 async def arun_recall(
-    memory: TdaiMemory,
+    memory: MemoryHost,
     text: str,
     identity: TurnIdentity,
     *,
@@ -871,7 +871,7 @@ def l0_messages(human: object, answer: object) -> list[dict[str, str]]:
 
 
 def capture_turn(
-    memory: TdaiMemory, identity: TurnIdentity, *, human: object, answer: object
+    memory: MemoryHost, identity: TurnIdentity, *, human: object, answer: object
 ) -> int:
     """Hand a finished turn to the store's background writer; the one L0 capture path.
 
@@ -885,7 +885,7 @@ def capture_turn(
     if not messages:
         return 0
     try:
-        memory._capture_turn(messages, scope=identity.scope, session_key=identity.session_key)
+        memory.capture_turn(messages, scope=identity.scope, session_key=identity.session_key)
     except Exception as exc:  # capture must never end the turn
         report_failure(exc, action="L0 capture")
         return 0
