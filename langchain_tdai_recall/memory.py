@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, ParamSpec, Self, TypeVar,
 from langchain_core.embeddings import Embeddings
 
 from langchain_tdai_recall._breaker import StoreBreaker
-from langchain_tdai_recall._host import MemoryHost
+from langchain_tdai_recall._host import ImportTarget, MemoryHost
 from langchain_tdai_recall._records import (
     MAX_SQL_INT,
     TimeInput,
@@ -1836,3 +1836,5 @@ async def _in_thread(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) ->
 
 _SATISFIES_HOST: type[MemoryHost] = TdaiMemory
 """The facade is the adapters' `MemoryHost` (mypy checks every member)."""
+_SATISFIES_IMPORT_TARGET: type[ImportTarget] = TdaiMemory
+"""And the upstream importer's `ImportTarget`."""

@@ -97,3 +97,11 @@ def test_the_old_manage_tool_path_hands_out_the_same_objects() -> None:
         "create_manage_memory_tool",
         "manage_budget",
     }
+
+
+def test_the_upstream_importer_writes_through_an_interface_not_the_facade() -> None:
+    sources = [p.relative_to(_PACKAGE).as_posix() for p in _PACKAGE.glob("upstream*.py")]
+    sources += [p.relative_to(_PACKAGE).as_posix() for p in _PACKAGE.glob("upstream/*.py")]
+    assert sources
+    for relative in sources:
+        assert "langchain_tdai_recall.memory" not in _imports(relative), relative
