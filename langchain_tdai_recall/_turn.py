@@ -1,7 +1,7 @@
 """One agent turn: everything the LangChain adapters share, written once.
 
 A turn is one user message and everything the agent does until it answers. The adapters
-(`middleware.py` for `create_agent`, `tools.py`, `lcel.py` for chains and `wrap_model`,
+(`middleware.py` for `create_agent`, `tools/`, `lcel.py` for chains and `wrap_model`,
 `legacy.py` for `AgentExecutor`) only translate their framework's hooks into the steps below, so
 sync and async paths, and one adapter and another, cannot drift apart:
 
@@ -125,7 +125,7 @@ MEMORY_SEARCH_TOOL: Final = "tdai_memory_search"
 CONVERSATION_SEARCH_TOOL: Final = "tdai_conversation_search"
 READ_SCENE_TOOL: Final = "tdai_read_scene"
 MANAGE_MEMORY_TOOL: Final = "tdai_manage_memory"
-"""The optional agent-writable memory tool (`formation.tool`); capped on its own."""
+"""The optional agent-writable memory tool (`tools.manage`); capped on its own."""
 CAPPED_TOOL_NAMES: Final = frozenset({MEMORY_SEARCH_TOOL, CONVERSATION_SEARCH_TOOL})
 MEMORY_TOOL_NAMES: Final = frozenset({*CAPPED_TOOL_NAMES, READ_SCENE_TOOL})
 """The tools the memory-tools guide describes."""

@@ -1,8 +1,11 @@
 """Memory tools for agents: `tdai_memory_search`, `tdai_conversation_search`, `tdai_read_scene`.
 
-A thin adapter over `langchain_tdai_recall._turn`: scope resolution, the per-turn budget of the
-two search tools and the failure policy live there. This module holds what the model sees (names,
-descriptions, argument schemas, result text) and bridges LangChain's `BaseTool` to the store.
+With `tools.manage_memory` set, the optional `tdai_manage_memory` comes fourth. A thin adapter
+over `langchain_tdai_recall._turn`: scope resolution, the per-turn budgets and the failure policy
+live there. The package holds what the model sees (names, descriptions, argument schemas, result
+text) and bridges LangChain's `BaseTool` to the memory (`_host.MemoryHost`): `_base` the shared
+plumbing and drivers, `search` the three search tools, `manage` the memory tool. This module
+builds them (`create_memory_tools`) and keeps every name importable from here.
 
 The two search tools share a per-turn budget (`tools.max_calls_per_turn`, default 3) that is
 enforced in code, including when the model asks for several calls in one message. Inside a
