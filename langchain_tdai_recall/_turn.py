@@ -1,7 +1,7 @@
 """One agent turn: everything the LangChain adapters share, written once.
 
 A turn is one user message and everything the agent does until it answers. The adapters
-(`middleware.py` for `create_agent`, `tools.py`, `lcel.py` for chains and `wrap_model`,
+(`middleware.py` for `create_agent`, `tools/`, `lcel.py` for chains and `wrap_model`,
 `legacy.py` for `AgentExecutor`) only translate their framework's hooks into the steps below, so
 sync and async paths, and one adapter and another, cannot drift apart:
 
@@ -66,7 +66,7 @@ from langchain_tdai_recall.errors import ConfigError, ScopeError
 from langchain_tdai_recall.types import OnError, RecallResult, Scope
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall.memory import TdaiMemory
+    from langchain_tdai_recall._host import MemoryHost
 
 __all__ = [
     "BUDGET_EXHAUSTED_MESSAGE",
@@ -125,7 +125,7 @@ MEMORY_SEARCH_TOOL: Final = "tdai_memory_search"
 CONVERSATION_SEARCH_TOOL: Final = "tdai_conversation_search"
 READ_SCENE_TOOL: Final = "tdai_read_scene"
 MANAGE_MEMORY_TOOL: Final = "tdai_manage_memory"
-"""The optional agent-writable memory tool (`formation.tool`); capped on its own."""
+"""The optional agent-writable memory tool (`tools.manage`); capped on its own."""
 CAPPED_TOOL_NAMES: Final = frozenset({MEMORY_SEARCH_TOOL, CONVERSATION_SEARCH_TOOL})
 MEMORY_TOOL_NAMES: Final = frozenset({*CAPPED_TOOL_NAMES, READ_SCENE_TOOL})
 """The tools the memory-tools guide describes."""
@@ -259,7 +259,7 @@ class ScopeResolver:
     @classmethod
     def for_memory(
         cls,
-        memory: TdaiMemory,
+        memory: MemoryHost,
         *,
         user_id: str | None = None,
         agent_id: str | None = None,
@@ -491,7 +491,7 @@ class RecallOutcome:
     error: str | None = None
 
 
-def _recall_failed(memory: TdaiMemory, exc: Exception, started: float) -> RecallOutcome:
+def _recall_failed(memory: MemoryHost, exc: Exception, started: float) -> RecallOutcome:
     report_failure(exc, action="recall", on_error=memory.config.recall.on_error)
     return RecallOutcome(None, (time.perf_counter() - started) * 1000, type(exc).__name__)
 
@@ -510,7 +510,7 @@ def _recall_done(result: RecallResult | None, started: float) -> RecallOutcome:
 
 
 def run_recall(
-    memory: TdaiMemory,
+    memory: MemoryHost,
     text: str,
     identity: TurnIdentity,
     *,
@@ -548,7 +548,7 @@ def run_recall(
 
 
 async def arun_recall(
-    memory: TdaiMemory,
+    memory: MemoryHost,
     text: str,
     identity: TurnIdentity,
     *,
@@ -871,7 +871,7 @@ def l0_messages(human: object, answer: object) -> list[dict[str, str]]:
 
 
 def capture_turn(
-    memory: TdaiMemory, identity: TurnIdentity, *, human: object, answer: object
+    memory: MemoryHost, identity: TurnIdentity, *, human: object, answer: object
 ) -> int:
     """Hand a finished turn to the store's background writer; the one L0 capture path.
 
@@ -885,7 +885,7 @@ def capture_turn(
     if not messages:
         return 0
     try:
-        memory._capture_turn(messages, scope=identity.scope, session_key=identity.session_key)
+        memory.capture_turn(messages, scope=identity.scope, session_key=identity.session_key)
     except Exception as exc:  # capture must never end the turn
         report_failure(exc, action="L0 capture")
         return 0

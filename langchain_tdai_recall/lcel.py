@@ -66,7 +66,7 @@ from langchain_tdai_recall._turn import (
 from langchain_tdai_recall.errors import ConfigError
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall.memory import TdaiMemory
+    from langchain_tdai_recall._host import MemoryHost
 
 __all__ = ["RecallChatModel", "RecallRunnable", "create_recall_runnable", "wrap_model"]
 
@@ -103,7 +103,7 @@ class RecallRunnable(Runnable[RecallInput, list[BaseMessage]]):
     """The recall step of an LCEL chain; see `create_recall_runnable`."""
 
     def __init__(
-        self, memory: TdaiMemory, resolver: ScopeResolver, *, tools_guide: bool = False
+        self, memory: MemoryHost, resolver: ScopeResolver, *, tools_guide: bool = False
     ) -> None:
         self.memory = memory
         self.resolver = resolver
@@ -181,7 +181,7 @@ class RecallRunnable(Runnable[RecallInput, list[BaseMessage]]):
 
 
 def create_recall_runnable(
-    memory: TdaiMemory,
+    memory: MemoryHost,
     *,
     user_id: str | None = None,
     agent_id: str | None = None,
@@ -248,7 +248,7 @@ def _final_text(answer: object) -> str | None:
 class _TurnCapture:
     """Records a turn to L0 once the wrapped model answered it (see the module docstring)."""
 
-    def __init__(self, memory: TdaiMemory, resolver: ScopeResolver) -> None:
+    def __init__(self, memory: MemoryHost, resolver: ScopeResolver) -> None:
         self.memory = memory
         self.resolver = resolver
 
@@ -453,7 +453,7 @@ class RecallChatModel(BaseChatModel):
 
 
 def wrap_model(
-    memory: TdaiMemory,
+    memory: MemoryHost,
     model: BaseChatModel,
     *,
     user_id: str | None = None,

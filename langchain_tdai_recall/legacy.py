@@ -67,7 +67,7 @@ from langchain_tdai_recall.lcel import RecallChatModel, wrap_model
 from langchain_tdai_recall.tools import create_memory_tools
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall.memory import TdaiMemory
+    from langchain_tdai_recall._host import MemoryHost
 
 __all__ = ["ExecutorMemory", "ExecutorTurn"]
 
@@ -95,7 +95,7 @@ class ExecutorMemory:
 
     def __init__(
         self,
-        memory: TdaiMemory,
+        memory: MemoryHost,
         *,
         user_id: str | None,
         agent_id: str | None = None,

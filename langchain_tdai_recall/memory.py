@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, ParamSpec, Self, TypeVar,
 from langchain_core.embeddings import Embeddings
 
 from langchain_tdai_recall._breaker import StoreBreaker
+from langchain_tdai_recall._host import ImportTarget, MemoryHost
 from langchain_tdai_recall._records import (
     MAX_SQL_INT,
     TimeInput,
@@ -82,9 +83,9 @@ if TYPE_CHECKING:
 
     from langchain_tdai_recall._embedder import VectorUpkeep
     from langchain_tdai_recall._turn import ToolBudget
+    from langchain_tdai_recall.formation.manager import MemoryManager
     from langchain_tdai_recall.formation.report import ExtractionReport
     from langchain_tdai_recall.formation.scheduler import FormationScheduler
-    from langchain_tdai_recall.formation.tool import MemoryManager
     from langchain_tdai_recall.lcel import RecallChatModel, RecallRunnable
     from langchain_tdai_recall.middleware import OnTurn, TdaiRecallMiddleware
     from langchain_tdai_recall.retriever import SearchType, TdaiRetriever
@@ -454,6 +455,31 @@ class TdaiMemory:
                 "(or keep it open for the life of the process)"
             )
             raise StoreClosedError(msg)
+
+    # -- for the adapters (the `MemoryHost` interface of `_host.py`) ---------------------------
+
+    def check_open(self) -> None:
+        """Raise `StoreClosedError` if `close()` was called (for the package's adapters)."""
+        self._check_open()
+
+    @property
+    def store_breaker(self) -> StoreBreaker:
+        """The breaker the memory tools consult (for the package's adapters).
+
+        It opens for a while after the store did not answer a recall in time, so tool calls fail
+        fast instead of waiting on the same store.
+        """
+        return self._store_breaker
+
+    def capture_turn(
+        self, messages: Sequence[Mapping[str, str]], *, scope: Scope, session_key: str
+    ) -> None:
+        """Store a finished turn in the background (for the package's adapters).
+
+        The middleware, the wrapped model and the legacy executor call this once per turn;
+        applications record messages with `record_messages`. See `_capture_turn`.
+        """
+        self._capture_turn(messages, scope=scope, session_key=session_key)
 
     @property
     def closed(self) -> bool:
@@ -1412,12 +1438,12 @@ class TdaiMemory:
         self._formation_slot.append(FormationScheduler(engine))
         self._formation_slot[0].resume()
 
-    def _memory_manager(self) -> MemoryManager:
-        """The writer behind `tdai_manage_memory` (built once, on first use)."""
+    def memory_manager(self) -> MemoryManager:
+        """The writer behind `tdai_manage_memory`, built once on first use (for the tools)."""
         self._check_open()
         with self._state_lock:
             if self._manager is None:
-                from langchain_tdai_recall.formation.tool import MemoryManager  # noqa: PLC0415
+                from langchain_tdai_recall.formation.manager import MemoryManager  # noqa: PLC0415
 
                 formation = self._formation
                 self._manager = MemoryManager(
@@ -1806,3 +1832,9 @@ class TdaiMemory:
 async def _in_thread(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(None, functools.partial(func, *args, **kwargs))
+
+
+_SATISFIES_HOST: type[MemoryHost] = TdaiMemory
+"""The facade is the adapters' `MemoryHost` (mypy checks every member)."""
+_SATISFIES_IMPORT_TARGET: type[ImportTarget] = TdaiMemory
+"""And the upstream importer's `ImportTarget`."""

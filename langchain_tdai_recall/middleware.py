@@ -55,7 +55,7 @@ from langchain_tdai_recall.tools import create_memory_tools, search_budget
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
-    from langchain_tdai_recall.memory import TdaiMemory
+    from langchain_tdai_recall._host import MemoryHost
 
 __all__ = [
     "TURN_EVENT",
@@ -179,7 +179,7 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
 
     def __init__(
         self,
-        memory: TdaiMemory,
+        memory: MemoryHost,
         *,
         user_id: str | None = None,
         agent_id: str | None = None,

@@ -30,10 +30,10 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from pydantic import ConfigDict, PrivateAttr
 from typing_extensions import override
 
+from langchain_tdai_recall._host import MemoryHost
 from langchain_tdai_recall._recall_run import hit_document
 from langchain_tdai_recall._turn import ScopeResolver
 from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.memory import TdaiMemory
 from langchain_tdai_recall.types import Scope
 
 __all__ = ["SearchType", "TdaiRetriever"]
@@ -83,7 +83,7 @@ class TdaiRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
-    memory: TdaiMemory
+    memory: MemoryHost
     """The store searched."""
     k: int = 5
     """Most documents per call, 1..100; `invoke(query, k=...)` overrides it for one call."""
@@ -115,7 +115,7 @@ class TdaiRetriever(BaseRetriever):
             )
             raise ConfigError(msg)
         memory = data.get("memory")
-        if not isinstance(memory, TdaiMemory):
+        if not isinstance(memory, MemoryHost):
             msg = f"memory must be a TdaiMemory, got {type(memory).__name__}"
             raise ConfigError(msg)
         _check_k(data.get("k", 5), where="k")

@@ -53,7 +53,7 @@ from langchain_tdai_recall.types import ImportReport, MemoryRecord, MemoryType, 
 if TYPE_CHECKING:
     import os
 
-    from langchain_tdai_recall.memory import TdaiMemory
+    from langchain_tdai_recall._host import ImportTarget as TdaiMemory  # what it writes to
 
 __all__ = [
     "UpstreamData",

@@ -13,5 +13,6 @@ Modules, bottom up:
 - `pipeline`: one scope's run end to end, exactly once (lease, cursor, one transaction).
 - `scheduler`: when runs happen (turn counts with warm-up, idle, flush, close, open).
 - `report`: the typed report of a run and the `tdai_extraction` event.
-- `tool`: the optional agent-writable memory tool.
+- `manager`: the writes of the optional agent-writable memory tool (the tool itself is
+  `langchain_tdai_recall.tools.manage`; `tool` is its deprecated old location).
 """
