@@ -77,7 +77,7 @@ def postgres_server() -> Iterator[str]:
     if external:
         yield external
         return
-    from langchain_tdai_recall.stores.postgres.testserver import TemporaryPostgres
+    from langchain_tdai_recall.testing.postgres import TemporaryPostgres
 
     with TemporaryPostgres() as server:
         yield server.url()
