@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import sys
 
-from langchain_tdai_recall.testing.postgres import (
+# `__all__`, `main` and, importable from here as before, the module's constants
+from langchain_tdai_recall.testing.postgres import (  # noqa: F401
+    COPY_DIR,
+    OS_USER,
+    PORT,
+    PREFIX,
+    SETTINGS,
     TemporaryPostgres,
     TemporaryPostgresError,
     bundled_binaries,
