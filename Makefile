@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TSTAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint format type benchmark notebooks clean
+.PHONY: demo test unit_tests integration_tests lint format type benchmark notebooks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ demo: $(STAMP)
 
 test: $(TSTAMP)
 	$(BIN)/python -m pytest
+
+unit_tests: $(TSTAMP)
+	$(BIN)/python -m pytest tests/unit_tests
+
+integration_tests: $(TSTAMP)
+	$(BIN)/python -m pytest tests/integration_tests
 
 lint: $(TSTAMP)
 	$(BIN)/ruff check langchain_tdai_recall tests benchmarks

@@ -1620,7 +1620,7 @@ def _demo_agent_turn(memory: TdaiMemory, scope: Scope) -> dict[str, Any]:
     from langchain.agents import create_agent  # noqa: PLC0415
     from langchain_core.messages import HumanMessage  # noqa: PLC0415
 
-    from langchain_tdai_recall._fake_chat import FakeToolCallingChatModel  # noqa: PLC0415
+    from langchain_tdai_recall.testing import FakeToolCallingChatModel  # noqa: PLC0415
 
     model = FakeToolCallingChatModel(
         script=[[{"name": "tdai_memory_search", "args": {"query": _DEMO_SEARCH}}], _DEMO_ANSWER]

@@ -579,7 +579,7 @@ def main() -> int:
     if args.tiny:
         args.sizes, args.scopes, args.queries, args.seconds = "300", "30x20", 20, 8.0
     queries = make_queries(args.queries, seed=1)
-    from langchain_tdai_recall.stores.postgres.testserver import TemporaryPostgres
+    from langchain_tdai_recall.testing.postgres import TemporaryPostgres
 
     with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="tdai-pg-bench-") as tmp:
         server = args.url or stack.enter_context(TemporaryPostgres()).url()

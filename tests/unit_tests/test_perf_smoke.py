@@ -42,36 +42,6 @@ def test_index_options_script_runs_tiny(tmp_path: Path) -> None:
     assert run["updates"]["add_1_us"] > 0
 
 
-def test_postgres_script_runs_tiny(tmp_path: Path, postgres_server: str) -> None:
-    out = tmp_path / "pg.json"
-    subprocess.run(
-        [
-            sys.executable,
-            str(PERF / "postgres.py"),
-            "--tiny",
-            "--readers",
-            "2",
-            "--url",
-            postgres_server,
-            "--out",
-            str(out),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    report = json.loads(out.read_text(encoding="utf-8"))
-    (one,) = report["one_scope"]
-    assert one["identical_hits_and_scores"] is True
-    assert one["postgres"]["search_excl_embedding"]["p50_ms"] > 0
-    assert one["pgvector"]["exact_scan"]["n"] == 20
-    assert report["many_scopes"]["postgres"]["indexed_scopes"] > 0
-    assert report["processes"]["freshness_pct"] == 100.0
-    assert report["processes"]["writes"] > 0
-    assert (tmp_path / "pg.md").read_text(encoding="utf-8").startswith("# PostgreSQL backend")
-
-
 def test_scale_script_runs_tiny(tmp_path: Path) -> None:
     report = _run("scale.py", tmp_path / "scale.json")
     (size,) = report["sizes"]  # type: ignore[misc]

@@ -4,7 +4,7 @@
 can open unix sockets (the throw-away PostgreSQL server, the notebook kernels) but no TCP or UDP
 socket and no DNS lookup. A test that talks to a local server says so with
 `@pytest.mark.allow_hosts(["127.0.0.1"])` (the real-client formation tests), and the tests that
-use `$TDAI_TEST_POSTGRES_URL` get exactly its host (`tests/conftest.py`).
+use `$TDAI_TEST_POSTGRES_URL` get exactly its host (`tests/integration_tests/conftest.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,11 @@ from typing import Any
 import pytest
 from pytest_socket import SocketBlockedError, SocketConnectBlockedError
 
-from tests.conftest import POSTGRES_URL_ENV, postgres_tcp_hosts, pytest_collection_modifyitems
+from tests.integration_tests.conftest import (
+    POSTGRES_URL_ENV,
+    postgres_tcp_hosts,
+    pytest_collection_modifyitems,
+)
 
 
 @contextmanager

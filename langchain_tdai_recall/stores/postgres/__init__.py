@@ -1,7 +1,8 @@
 """The PostgreSQL + pgvector backend: `pip install "langchain-tdai-recall[postgres]"`.
 
-`PostgresMemoryStore` is imported on first use, so that `stores.postgres.testserver` (which needs
-only the `pgserver` wheel) can be imported without psycopg; without the extra installed, using
+`PostgresMemoryStore` is imported on first use, so that `stores.postgres.testserver` (the old
+path of the throw-away server `testing.postgres`, which needs only the `pgserver` wheel) can be
+imported without psycopg; without the extra installed, using
 `PostgresMemoryStore` raises `MissingDependencyError` with the install command.
 """
 

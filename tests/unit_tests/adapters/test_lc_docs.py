@@ -18,7 +18,7 @@ _DOCUMENTED = [
     ("langchain_tdai_recall.lcel", "create_recall_runnable"),
     ("langchain_tdai_recall.retriever", "TdaiRetriever"),
     ("langchain_tdai_recall.legacy", None),
-    ("langchain_tdai_recall._fake_chat", "FakeToolCallingChatModel"),
+    ("langchain_tdai_recall.testing._chat", "FakeToolCallingChatModel"),
 ]
 
 

@@ -1,4 +1,7 @@
-"""Persisted index snapshots: used when valid, rebuilt (with a log line) when not; both backends."""
+"""Persisted index snapshots: used when valid, rebuilt (with a log line) when not.
+
+PostgreSQL's index-cache test is in `tests/integration_tests/stores/test_postgres_snapshots.py`.
+"""
 
 from __future__ import annotations
 
@@ -261,22 +264,6 @@ def test_small_scopes_are_not_snapshotted(tmp_path: Path) -> None:
         _fill(memory, 30)
         _hits(memory)
     assert _snapshots(path) == []
-
-
-def test_postgres_uses_an_index_cache_directory(
-    postgres_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    cache = tmp_path / "cache"
-    with _open(postgres_url) as memory:  # default for a URL: no cache
-        _fill(memory, 200)
-        expected = _hits(memory)
-    with _open(postgres_url, index_cache=str(cache)) as memory:
-        assert _hits(memory) == expected
-    assert len(list(cache.glob("*.tdxs"))) == 1
-    with caplog.at_level(logging.INFO, "langchain_tdai_recall"):
-        with _open(postgres_url, index_cache=str(cache)) as memory:
-            assert _hits(memory) == expected
-        assert "restored" in caplog.text
 
 
 def test_keyword_state_round_trip_after_random_edits() -> None:

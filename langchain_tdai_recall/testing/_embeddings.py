@@ -1,12 +1,7 @@
-"""Test doubles for users' tests, notebooks and our own suite (all offline and deterministic).
+"""Deterministic, offline embedders for tests: a hash embedder and wrappers that are slow or fail.
 
-- `HashEmbeddings`: a fast deterministic embedder. Texts that share words or CJK characters get
-  similar vectors, so keyword-ish semantics work, but it knows no synonyms.
-- `SlowEmbeddings` / `FailingEmbeddings`: wrap an embedder to be slow or to fail, for testing
-  timeouts and degradation.
-- `FakeToolCallingChatModel`: a scripted chat model that supports `bind_tools`.
-- `ScriptedFormationModel`: a chat model that answers memory-formation calls (extraction,
-  consolidation, scenes, persona) from Python functions, with useful defaults.
+`HashEmbeddings` makes texts that share words or CJK characters similar, so keyword-ish
+semantics work without a model download; the wrappers exercise timeouts and degradation.
 """
 
 from __future__ import annotations
@@ -20,28 +15,7 @@ from typing import Final
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from langchain_tdai_recall._fake_chat import FakeToolCallingChatModel
-from langchain_tdai_recall._fake_formation import (
-    ConsolidationRequest,
-    FormationCall,
-    FormationWindow,
-    PersonaRequest,
-    SceneRequest,
-    ScriptedFormationModel,
-)
-
-__all__ = [
-    "ConsolidationRequest",
-    "FailingEmbeddings",
-    "FakeToolCallingChatModel",
-    "FormationCall",
-    "FormationWindow",
-    "HashEmbeddings",
-    "PersonaRequest",
-    "SceneRequest",
-    "ScriptedFormationModel",
-    "SlowEmbeddings",
-]
+__all__ = ["FailingEmbeddings", "HashEmbeddings", "SlowEmbeddings"]
 
 _FEATURE_RE: Final = re.compile(r"[\u3400-\u9fff\uac00-\ud7af\u3040-\u30ff]|[^\W_]+")
 

@@ -1,4 +1,4 @@
-"""The throw-away PostgreSQL server (`stores/postgres/testserver.py`) cleans up on SIGTERM too."""
+"""The throw-away PostgreSQL server (`testing/postgres.py`) cleans up on SIGTERM too."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 LIBRARY_USE = textwrap.dedent(
     """
     import time
-    from langchain_tdai_recall.stores.postgres.testserver import TemporaryPostgres
+    from langchain_tdai_recall.testing.postgres import TemporaryPostgres
 
     with TemporaryPostgres() as server:
         print(server.url(), flush=True)
@@ -89,7 +89,7 @@ def test_signal_stops_the_server_and_removes_its_data(args: list[str], signum: i
 RESTORES = textwrap.dedent(
     """
     import signal
-    from langchain_tdai_recall.stores.postgres.testserver import TemporaryPostgres
+    from langchain_tdai_recall.testing.postgres import TemporaryPostgres
 
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     with TemporaryPostgres() as first, TemporaryPostgres() as second:

@@ -6,9 +6,9 @@ import psycopg
 import pytest
 
 from langchain_tdai_recall.stores.base import BaseMemoryStore
-from langchain_tdai_recall.stores.conformance import BackendFactory, DurableBackendConformance
 from langchain_tdai_recall.stores.postgres import _schema
 from langchain_tdai_recall.stores.postgres.store import PostgresMemoryStore
+from langchain_tdai_recall.testing.conformance import BackendFactory, DurableBackendConformance
 
 
 class PostgresFactory(BackendFactory):

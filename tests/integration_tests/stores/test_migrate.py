@@ -11,10 +11,10 @@ from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.errors import StoreError
 from langchain_tdai_recall.store.store import MemoryStore
 from langchain_tdai_recall.stores.base import BaseMemoryStore
-from langchain_tdai_recall.stores.conformance import fill, open_memory, snapshot
 from langchain_tdai_recall.stores.migrate import copy_store
 from langchain_tdai_recall.stores.postgres.store import PostgresMemoryStore
 from langchain_tdai_recall.testing import ScriptedFormationModel
+from langchain_tdai_recall.testing.conformance import fill, open_memory, snapshot
 from langchain_tdai_recall.types import Scope
 
 

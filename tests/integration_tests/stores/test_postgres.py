@@ -21,8 +21,8 @@ from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.errors import ConfigError, StoreError, StoreWriteError
 from langchain_tdai_recall.stores.postgres._connection import redact
 from langchain_tdai_recall.stores.postgres.store import PostgresMemoryStore
-from langchain_tdai_recall.stores.postgres.testserver import TemporaryPostgres
 from langchain_tdai_recall.testing import HashEmbeddings
+from langchain_tdai_recall.testing.postgres import TemporaryPostgres
 from langchain_tdai_recall.types import Scope
 
 SECRET = "hunter2-s3cret"

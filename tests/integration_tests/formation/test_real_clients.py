@@ -15,7 +15,7 @@ import pytest
 from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.testing import FormationWindow, HashEmbeddings, ScriptedFormationModel
-from tests.unit_tests.formation._llm_server import llm_server
+from tests.integration_tests.formation._llm_server import llm_server
 from tests.unit_tests.formation.conftest import FAST
 
 openai = pytest.importorskip("langchain_openai")
