@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from langchain_tdai_recall import TdaiMemory
-from langchain_tdai_recall.store import _snapshot
+from langchain_tdai_recall.stores._index import snapshot as _snapshot
 from langchain_tdai_recall.testing import HashEmbeddings
 from tests.unit_tests.test_cli_read_only import (
     APP_IDENTITY,
