@@ -434,6 +434,30 @@ class TdaiMemory:
             raise
         return memory
 
+    @staticmethod
+    def open_store(
+        path: str | os.PathLike[str] | None,
+        *,
+        config: TdaiConfig | dict[str, Any] | str | os.PathLike[str] | None = None,
+        read_only: bool = False,
+    ) -> BaseMemoryStore:
+        """The store object `open(path, config=config)` would use, without an embedder.
+
+        Nothing runs in the background: for copying a whole store (`stores.migrate.copy_store`)
+        or reading what it holds (`recorded_embedder()`) before choosing an embedder. The caller
+        closes it.
+
+        Raises:
+            ConfigError: If an argument is invalid.
+            MissingDependencyError: For a `postgresql://` URL without the `postgres` extra.
+            StoreError: If the store cannot be opened (see `open`).
+        """
+        _check_flag("read_only", read_only)
+        where = check_store_path(path)
+        return _open_backend(
+            where, TdaiConfig.coerce(config), embedder_id=None, read_only=read_only
+        )
+
     def _warm_up(self) -> None:
         """Load the bundled embedder's model on a background thread.
 
