@@ -1,0 +1,167 @@
+"""Reading the original's `vectors.db`, read-only.
+
+L1 rows come from `l1_records`, L0 rows from `l0_conversations`. Only the columns that exist
+are selected, so an older schema reads with its missing fields empty; the sqlite-vec and FTS5
+tables are derived and never read.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING, Any, Final
+
+from langchain_tdai_recall.errors import ImportUpstreamError
+from langchain_tdai_recall.upstream._fields import (
+    activity_times,
+    as_str,
+    derived_id,
+    epoch_ms_to_iso,
+    map_type,
+    parse_metadata,
+    parse_priority,
+    write_time,
+)
+from langchain_tdai_recall.upstream.items import DB_NAME, UpstreamMemory, UpstreamMessage
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
+
+__all__ = ["open_db", "read_db_memories", "read_db_messages", "table_names"]
+
+
+def open_db(path: Path) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn.row_factory = sqlite3.Row
+        conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.Error as exc:
+        msg = (
+            f"{path} is not a readable SQLite database ({exc}); move it aside to import from "
+            "the JSONL files instead (superseded records will then be imported too)"
+        )
+        raise ImportUpstreamError(msg) from exc
+    return conn
+
+
+def table_names(conn: sqlite3.Connection) -> set[str]:
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+    return {str(r[0]) for r in rows}
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _select(conn: sqlite3.Connection, table: str, wanted: Sequence[str]) -> list[dict[str, Any]]:
+    """Rows of `table` with the wanted columns that exist (missing ones read as `None`)."""
+    have = _columns(conn, table)
+    cols = [c for c in wanted if c in have]
+    if not cols:
+        return []
+    rows = conn.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY rowid")
+    return [{c: row[c] for c in cols} for row in rows]
+
+
+_L1_COLUMNS: Final = (
+    "record_id",
+    "content",
+    "type",
+    "priority",
+    "scene_name",
+    "session_key",
+    "timestamp_str",
+    "created_time",
+    "updated_time",
+    "metadata_json",
+)
+
+
+_L0_COLUMNS: Final = (
+    "record_id",
+    "session_key",
+    "session_id",
+    "role",
+    "message_text",
+    "recorded_at",
+    "timestamp",
+)
+
+
+def read_db_memories(
+    conn: sqlite3.Connection,
+    sources: Mapping[str, tuple[str, ...]],
+    skipped: list[str],
+) -> tuple[list[UpstreamMemory], set[str]]:
+    """Importable rows of `l1_records`, and the ids of all its rows (importable or not)."""
+    out: list[UpstreamMemory] = []
+    ids: set[str] = set()
+    origin = f"{DB_NAME}:l1_records"
+    for row in _select(conn, "l1_records", _L1_COLUMNS):
+        rid = as_str(row.get("record_id")).strip()
+        content = as_str(row.get("content")).strip()
+        label = f"record {rid}" if rid else "record"
+        if not rid:
+            skipped.append(f"{label} ({origin}): missing record_id")
+            continue
+        ids.add(rid)
+        if not content:
+            skipped.append(f"{label} ({origin}): empty content")
+            continue
+        mtype = map_type(row.get("type"))
+        if mtype is None:
+            skipped.append(f"{label} ({origin}): unsupported type {as_str(row.get('type'))!r}")
+            continue
+        start, end = activity_times(
+            parse_metadata(row.get("metadata_json")), f"{label} ({origin})", skipped
+        )
+        out.append(
+            UpstreamMemory(
+                id=rid,
+                content=content,
+                type=mtype,
+                priority=parse_priority(row.get("priority")),
+                scene_name=as_str(row.get("scene_name")).strip(),
+                activity_start_time=start,
+                activity_end_time=end,
+                session_key=as_str(row.get("session_key")),
+                source_message_ids=sources.get(rid, ()),
+                created_at=write_time(
+                    as_str(row.get("created_time")) or as_str(row.get("timestamp_str")),
+                    f"{label} ({origin})",
+                    skipped,
+                ),
+                updated_at=as_str(row.get("updated_time")),
+                origin=origin,
+            )
+        )
+    return out, ids
+
+
+def read_db_messages(conn: sqlite3.Connection, skipped: list[str]) -> list[UpstreamMessage]:
+    out: list[UpstreamMessage] = []
+    for row in _select(conn, "l0_conversations", _L0_COLUMNS):
+        mid = as_str(row.get("record_id")).strip()
+        content = as_str(row.get("message_text")).strip()
+        role = as_str(row.get("role")).strip()
+        label = f"message {mid}" if mid else "message"
+        origin = f"{DB_NAME}:l0_conversations"
+        if not content:
+            skipped.append(f"{label} ({origin}): empty content")
+            continue
+        if not role:
+            skipped.append(f"{label} ({origin}): missing role")
+            continue
+        session_key = as_str(row.get("session_key"))
+        recorded_at = epoch_ms_to_iso(row.get("timestamp")) or as_str(row.get("recorded_at"))
+        out.append(
+            UpstreamMessage(
+                id=mid or derived_id("l0_import", session_key, role, recorded_at, content),
+                role=role,
+                content=content,
+                session_key=session_key,
+                session_id=as_str(row.get("session_id")),
+                recorded_at=recorded_at,
+            )
+        )
+    return out
