@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from langchain_tdai_recall._progress import progress
 from langchain_tdai_recall.errors import ConfigError
@@ -18,22 +18,91 @@ from langchain_tdai_recall.upstream.reader import read_upstream
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
-    from langchain_tdai_recall.memory import TdaiMemory
-    from langchain_tdai_recall.types import MemoryRecord, Scope
+    from langchain_tdai_recall.types import MemoryRecord, SceneBlock, SceneInfo, Scope
     from langchain_tdai_recall.upstream.items import UpstreamData, UpstreamMemory, UpstreamMessage
 
-__all__ = ["ImportReport", "import_upstream"]
+__all__ = ["ImportReport", "ImportTarget", "import_upstream"]
 
 logger = logging.getLogger(__name__)
+
+
+class ImportTarget(Protocol):
+    """The part of `TdaiMemory` an import writes through (its public methods, nothing else).
+
+    Typing the target by what it is used for keeps this module below the facade it serves.
+    """
+
+    def scope(self, user_id: str | None = None, agent_id: str | None = None) -> Scope:
+        """See `TdaiMemory.scope`."""
+        ...
+
+    def list_memories(
+        self, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> list[MemoryRecord]:
+        """See `TdaiMemory.list_memories`."""
+        ...
+
+    def add_memories(
+        self,
+        records: Iterable[MemoryRecord | Mapping[str, Any]],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        show_progress: bool | None = None,
+    ) -> list[MemoryRecord]:
+        """See `TdaiMemory.add_memories`."""
+        ...
+
+    def record_messages(
+        self,
+        messages: Iterable[object],
+        *,
+        session_key: str,
+        session_id: str = "",
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> int:
+        """See `TdaiMemory.record_messages`."""
+        ...
+
+    def get_persona(self, *, user_id: str | None = None, agent_id: str | None = None) -> str | None:
+        """See `TdaiMemory.get_persona`."""
+        ...
+
+    def set_persona(
+        self, text: str | None, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> None:
+        """See `TdaiMemory.set_persona`."""
+        ...
+
+    def read_scene(
+        self, name: str, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> SceneBlock | None:
+        """See `TdaiMemory.read_scene`."""
+        ...
+
+    def upsert_scene(
+        self,
+        name: str,
+        *,
+        summary: str,
+        body: str,
+        heat: int | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> SceneInfo:
+        """See `TdaiMemory.upsert_scene`."""
+        ...
+
 
 _MESSAGE_BATCH: Final = 256
 """Messages handed to `record_messages` per call (one progress step each)."""
 
 
 def import_upstream(
-    memory: TdaiMemory,
+    memory: ImportTarget,
     data_dir: str | os.PathLike[str],
     *,
     user_id: str | None = None,
@@ -131,7 +200,7 @@ class _Tally:
 
 
 def _import_memories(
-    memory: TdaiMemory,
+    memory: ImportTarget,
     items: Sequence[UpstreamMemory],
     scope: Scope,
     tally: _Tally,
@@ -156,7 +225,7 @@ def _import_memories(
 
 
 def _import_messages(
-    memory: TdaiMemory,
+    memory: ImportTarget,
     items: Sequence[UpstreamMessage],
     scope: Scope,
     tally: _Tally,
@@ -193,7 +262,7 @@ def _import_messages(
 
 
 def _import_persona_and_scenes(
-    memory: TdaiMemory, data: UpstreamData, scope: Scope, tally: _Tally
+    memory: ImportTarget, data: UpstreamData, scope: Scope, tally: _Tally
 ) -> None:
     if data.persona is not None:
         old_persona = memory.get_persona(user_id=scope.user_id, agent_id=scope.agent_id)
