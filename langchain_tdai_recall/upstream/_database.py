@@ -14,9 +14,8 @@ from langchain_tdai_recall.errors import ImportUpstreamError
 from langchain_tdai_recall.upstream._fields import (
     activity_times,
     as_str,
-    derived_id,
-    epoch_ms_to_iso,
     map_type,
+    message_item,
     parse_metadata,
     parse_priority,
     write_time,
@@ -139,29 +138,21 @@ def read_db_memories(
 
 
 def read_db_messages(conn: sqlite3.Connection, skipped: list[str]) -> list[UpstreamMessage]:
+    """Importable rows of `l0_conversations`, in table order."""
+    origin = f"{DB_NAME}:l0_conversations"
     out: list[UpstreamMessage] = []
     for row in _select(conn, "l0_conversations", _L0_COLUMNS):
-        mid = as_str(row.get("record_id")).strip()
-        content = as_str(row.get("message_text")).strip()
-        role = as_str(row.get("role")).strip()
-        label = f"message {mid}" if mid else "message"
-        origin = f"{DB_NAME}:l0_conversations"
-        if not content:
-            skipped.append(f"{label} ({origin}): empty content")
-            continue
-        if not role:
-            skipped.append(f"{label} ({origin}): missing role")
-            continue
-        session_key = as_str(row.get("session_key"))
-        recorded_at = epoch_ms_to_iso(row.get("timestamp")) or as_str(row.get("recorded_at"))
-        out.append(
-            UpstreamMessage(
-                id=mid or derived_id("l0_import", session_key, role, recorded_at, content),
-                role=role,
-                content=content,
-                session_key=session_key,
-                session_id=as_str(row.get("session_id")),
-                recorded_at=recorded_at,
-            )
+        message = message_item(
+            origin,
+            skipped,
+            message_id=row.get("record_id"),
+            role=row.get("role"),
+            content=row.get("message_text"),
+            session_key=row.get("session_key"),
+            session_id=row.get("session_id"),
+            timestamp=row.get("timestamp"),
+            recorded_at=row.get("recorded_at"),
         )
+        if message is not None:
+            out.append(message)
     return out

@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime
 from typing import Any, Final
 
 from langchain_tdai_recall.types import MemoryType
-from langchain_tdai_recall.upstream.items import DEFAULT_PRIORITY
+from langchain_tdai_recall.upstream.items import DEFAULT_PRIORITY, UpstreamMessage
 
 __all__ = [
     "activity_times",
@@ -22,6 +22,7 @@ __all__ = [
     "epoch_ms_to_iso",
     "iso_time",
     "map_type",
+    "message_item",
     "parse_heat",
     "parse_metadata",
     "parse_priority",
@@ -167,3 +168,43 @@ def map_type(value: object) -> MemoryType | None:
 def parse_heat(value: object) -> int | None:
     number = to_int(value)
     return None if number is None else max(0, number)
+
+
+def message_item(
+    origin: str,
+    skipped: list[str],
+    *,
+    message_id: object,
+    role: object,
+    content: object,
+    session_key: object,
+    session_id: object,
+    timestamp: object,
+    recorded_at: object,
+) -> UpstreamMessage | None:
+    """One L0 message from its fields, wherever they were read; `None` when it cannot be imported.
+
+    A message without content or role is noted in `skipped` (with `origin`). The time comes from
+    the epoch-ms `timestamp`, else `recorded_at`; a message without an id gets one derived from
+    its conversation, role, time and content, so a re-run finds it.
+    """
+    text = as_str(content).strip()
+    mid = as_str(message_id).strip()
+    label = f"message {mid}" if mid else "message"
+    speaker = as_str(role).strip()
+    key = as_str(session_key)
+    if not text:
+        skipped.append(f"{label} ({origin}): empty content")
+        return None
+    if not speaker:
+        skipped.append(f"{label} ({origin}): missing role")
+        return None
+    when = epoch_ms_to_iso(timestamp) or as_str(recorded_at)
+    return UpstreamMessage(
+        id=mid or derived_id("l0_import", key, speaker, when, text),
+        role=speaker,
+        content=text,
+        session_key=key,
+        session_id=as_str(session_id),
+        recorded_at=when,
+    )

@@ -27,8 +27,8 @@ from langchain_tdai_recall.upstream._fields import (
     activity_times,
     as_str,
     derived_id,
-    epoch_ms_to_iso,
     map_type,
+    message_item,
     parse_heat,
     parse_metadata,
     parse_priority,
@@ -198,25 +198,16 @@ def _memory_from_json(
 def _message_from_json(
     origin: str, obj: Mapping[str, Any], skipped: list[str]
 ) -> UpstreamMessage | None:
-    content = as_str(obj.get("content")).strip()
-    mid = as_str(obj.get("id")).strip()
-    label = f"message {mid}" if mid else "message"
-    role = as_str(obj.get("role")).strip()
-    session_key = as_str(obj.get("sessionKey") or obj.get("session_key"))
-    if not content:
-        skipped.append(f"{label} ({origin}): empty content")
-        return None
-    if not role:
-        skipped.append(f"{label} ({origin}): missing role")
-        return None
-    recorded_at = epoch_ms_to_iso(obj.get("timestamp")) or as_str(obj.get("recordedAt"))
-    return UpstreamMessage(
-        id=mid or derived_id("l0_import", session_key, role, recorded_at, content),
-        role=role,
-        content=content,
-        session_key=session_key,
-        session_id=as_str(obj.get("sessionId") or obj.get("session_id")),
-        recorded_at=recorded_at,
+    return message_item(
+        origin,
+        skipped,
+        message_id=obj.get("id"),
+        role=obj.get("role"),
+        content=obj.get("content"),
+        session_key=obj.get("sessionKey") or obj.get("session_key"),
+        session_id=obj.get("sessionId") or obj.get("session_id"),
+        timestamp=obj.get("timestamp"),
+        recorded_at=obj.get("recordedAt"),
     )
 
 
