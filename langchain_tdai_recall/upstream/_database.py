@@ -12,13 +12,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from langchain_tdai_recall.errors import ImportUpstreamError
 from langchain_tdai_recall.upstream._fields import (
-    activity_times,
     as_str,
-    map_type,
+    memory_item,
     message_item,
-    parse_metadata,
-    parse_priority,
-    write_time,
 )
 from langchain_tdai_recall.upstream.items import DB_NAME, UpstreamMemory, UpstreamMessage
 
@@ -98,42 +94,26 @@ def read_db_memories(
     origin = f"{DB_NAME}:l1_records"
     for row in _select(conn, "l1_records", _L1_COLUMNS):
         rid = as_str(row.get("record_id")).strip()
-        content = as_str(row.get("content")).strip()
-        label = f"record {rid}" if rid else "record"
         if not rid:
-            skipped.append(f"{label} ({origin}): missing record_id")
+            skipped.append(f"record ({origin}): missing record_id")
             continue
         ids.add(rid)
-        if not content:
-            skipped.append(f"{label} ({origin}): empty content")
-            continue
-        mtype = map_type(row.get("type"))
-        if mtype is None:
-            skipped.append(f"{label} ({origin}): unsupported type {as_str(row.get('type'))!r}")
-            continue
-        start, end = activity_times(
-            parse_metadata(row.get("metadata_json")), f"{label} ({origin})", skipped
+        memory = memory_item(
+            origin,
+            skipped,
+            memory_id=rid,
+            content=row.get("content"),
+            memory_type=row.get("type"),
+            priority=row.get("priority"),
+            scene_name=row.get("scene_name"),
+            metadata=row.get("metadata_json"),
+            session_key=row.get("session_key"),
+            source_message_ids=sources.get(rid, ()),
+            created_at=as_str(row.get("created_time")) or as_str(row.get("timestamp_str")),
+            updated_at=row.get("updated_time"),
         )
-        out.append(
-            UpstreamMemory(
-                id=rid,
-                content=content,
-                type=mtype,
-                priority=parse_priority(row.get("priority")),
-                scene_name=as_str(row.get("scene_name")).strip(),
-                activity_start_time=start,
-                activity_end_time=end,
-                session_key=as_str(row.get("session_key")),
-                source_message_ids=sources.get(rid, ()),
-                created_at=write_time(
-                    as_str(row.get("created_time")) or as_str(row.get("timestamp_str")),
-                    f"{label} ({origin})",
-                    skipped,
-                ),
-                updated_at=as_str(row.get("updated_time")),
-                origin=origin,
-            )
-        )
+        if memory is not None:
+            out.append(memory)
     return out, ids
 
 

@@ -1,7 +1,8 @@
-"""Field values of upstream records, normalised: text, times, priorities, types and ids.
+"""Upstream records' field values, normalised, and the items built from them.
 
-The JSONL files and `vectors.db` hold the same fields in different containers; both readers
-map them through these functions, so a value means the same wherever it was read.
+The JSONL files and `vectors.db` hold the same fields under different names; both readers
+hand them to `memory_item` and `message_item`, so a record means the same wherever it was read
+and is skipped for the same reasons.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from datetime import UTC, date, datetime
 from typing import Any, Final
 
 from langchain_tdai_recall.types import MemoryType
-from langchain_tdai_recall.upstream.items import DEFAULT_PRIORITY, UpstreamMessage
+from langchain_tdai_recall.upstream.items import DEFAULT_PRIORITY, UpstreamMemory, UpstreamMessage
 
 __all__ = [
     "activity_times",
@@ -22,6 +23,7 @@ __all__ = [
     "epoch_ms_to_iso",
     "iso_time",
     "map_type",
+    "memory_item",
     "message_item",
     "parse_heat",
     "parse_metadata",
@@ -168,6 +170,55 @@ def map_type(value: object) -> MemoryType | None:
 def parse_heat(value: object) -> int | None:
     number = to_int(value)
     return None if number is None else max(0, number)
+
+
+def memory_item(
+    origin: str,
+    skipped: list[str],
+    *,
+    memory_id: object,
+    content: object,
+    memory_type: object,
+    priority: object,
+    scene_name: object,
+    metadata: object,
+    session_key: object,
+    source_message_ids: tuple[str, ...],
+    created_at: str,
+    updated_at: object,
+) -> UpstreamMemory | None:
+    """One L1 record from its fields, wherever they were read; `None` when it cannot be imported.
+
+    A record without content or of an unknown type is noted in `skipped` (with `origin`), as
+    are activity and creation times that are not times (the record is imported without them). A
+    record without an id gets one derived from its type, conversation and content.
+    """
+    text = as_str(content).strip()
+    rid = as_str(memory_id).strip()
+    label = f"record {rid} ({origin})" if rid else f"record ({origin})"
+    if not text:
+        skipped.append(f"{label}: empty content")
+        return None
+    mtype = map_type(memory_type)
+    if mtype is None:
+        skipped.append(f"{label}: unsupported type {as_str(memory_type)!r}")
+        return None
+    start, end = activity_times(parse_metadata(metadata), label, skipped)
+    key = as_str(session_key)
+    return UpstreamMemory(
+        id=rid or derived_id("m_import", mtype, key, text),
+        content=text,
+        type=mtype,
+        priority=parse_priority(priority),
+        scene_name=as_str(scene_name).strip(),
+        activity_start_time=start,
+        activity_end_time=end,
+        session_key=key,
+        source_message_ids=source_message_ids,
+        created_at=write_time(created_at, label, skipped),
+        updated_at=as_str(updated_at),
+        origin=origin,
+    )
 
 
 def message_item(

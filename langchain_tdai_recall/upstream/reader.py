@@ -24,16 +24,11 @@ from langchain_tdai_recall.upstream._database import (
     table_names,
 )
 from langchain_tdai_recall.upstream._fields import (
-    activity_times,
     as_str,
-    derived_id,
-    map_type,
+    memory_item,
     message_item,
     parse_heat,
-    parse_metadata,
-    parse_priority,
     parse_source_ids,
-    write_time,
 )
 from langchain_tdai_recall.upstream.items import (
     CONVERSATIONS_DIR,
@@ -162,36 +157,21 @@ def _iter_jsonl(
 def _memory_from_json(
     origin: str, obj: Mapping[str, Any], skipped: list[str]
 ) -> UpstreamMemory | None:
-    content = as_str(obj.get("content")).strip()
-    rid = as_str(obj.get("id")).strip()
-    label = f"record {rid}" if rid else "record"
-    if not content:
-        skipped.append(f"{label} ({origin}): empty content")
-        return None
-    mtype = map_type(obj.get("type"))
-    if mtype is None:
-        skipped.append(f"{label} ({origin}): unsupported type {as_str(obj.get('type'))!r}")
-        return None
-    start, end = activity_times(parse_metadata(obj.get("metadata")), f"{label} ({origin})", skipped)
     stamps = obj.get("timestamps")
     first_stamp = as_str(stamps[0]) if isinstance(stamps, list) and stamps else ""
-    source_ids = parse_source_ids(obj.get("source_message_ids"))
-    session_key = as_str(obj.get("sessionKey") or obj.get("session_key"))
-    return UpstreamMemory(
-        id=rid or derived_id("m_import", mtype, session_key, content),
-        content=content,
-        type=mtype,
-        priority=parse_priority(obj.get("priority")),
-        scene_name=as_str(obj.get("scene_name")).strip(),
-        activity_start_time=start,
-        activity_end_time=end,
-        session_key=session_key,
-        source_message_ids=source_ids,
-        created_at=write_time(
-            as_str(obj.get("createdAt")) or first_stamp, f"{label} ({origin})", skipped
-        ),
-        updated_at=as_str(obj.get("updatedAt")),
-        origin=origin,
+    return memory_item(
+        origin,
+        skipped,
+        memory_id=obj.get("id"),
+        content=obj.get("content"),
+        memory_type=obj.get("type"),
+        priority=obj.get("priority"),
+        scene_name=obj.get("scene_name"),
+        metadata=obj.get("metadata"),
+        session_key=obj.get("sessionKey") or obj.get("session_key"),
+        source_message_ids=parse_source_ids(obj.get("source_message_ids")),
+        created_at=as_str(obj.get("createdAt")) or first_stamp,
+        updated_at=obj.get("updatedAt"),
     )
 
 
