@@ -7,12 +7,11 @@ adapter imports the facade back: the import graph has no circle through `TdaiMem
 interface names exactly what the adapters call; `TdaiMemory` satisfies it (checked by mypy in
 `memory.py`). The members without an `a` twin or a place in the README (`capture_turn`,
 `memory_manager`, `check_open`, `store_breaker`) are for the adapters, not for applications.
-`ImportTarget` is the same for the upstream importer: the public writes it makes into one scope.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
     from langchain_tdai_recall.config import TdaiConfig
     from langchain_tdai_recall.types import (
         MemoryHit,
-        MemoryRecord,
         MemoryType,
         MessageHit,
         RecallResult,
@@ -29,7 +27,7 @@ if TYPE_CHECKING:
         Scope,
     )
 
-__all__ = ["ImportTarget", "ManageWriter", "MemoryHost"]
+__all__ = ["ManageWriter", "MemoryHost"]
 
 
 class ManageWriter(Protocol):
@@ -172,76 +170,4 @@ class MemoryHost(Protocol):
         self, name: str, *, user_id: str | None = None, agent_id: str | None = None
     ) -> SceneBlock | None:
         """Async version of `read_scene`."""
-        ...
-
-
-class ImportTarget(Protocol):
-    """The public calls with which `import_upstream` writes one scope (`TdaiMemory` has them)."""
-
-    def scope(self, user_id: str | None = None, agent_id: str | None = None) -> Scope:
-        """The checked scope of a user and agent."""
-        ...
-
-    def list_memories(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        type: MemoryType | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[MemoryRecord]:
-        """The scope's memories."""
-        ...
-
-    def add_memories(
-        self,
-        records: Iterable[MemoryRecord | Mapping[str, Any]],
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        show_progress: bool | None = None,
-    ) -> list[MemoryRecord]:
-        """Store memories in one batch."""
-        ...
-
-    def record_messages(
-        self,
-        messages: Iterable[object],
-        *,
-        session_key: str,
-        session_id: str = "",
-        user_id: str | None = None,
-        agent_id: str | None = None,
-    ) -> int:
-        """Store conversation messages; returns how many were stored."""
-        ...
-
-    def get_persona(self, *, user_id: str | None = None, agent_id: str | None = None) -> str | None:
-        """The scope's persona text."""
-        ...
-
-    def set_persona(
-        self, text: str | None, *, user_id: str | None = None, agent_id: str | None = None
-    ) -> None:
-        """Replace (or with `None` remove) the scope's persona."""
-        ...
-
-    def read_scene(
-        self, name: str, *, user_id: str | None = None, agent_id: str | None = None
-    ) -> SceneBlock | None:
-        """One scene of the scope by name."""
-        ...
-
-    def upsert_scene(
-        self,
-        name: str,
-        *,
-        summary: str,
-        body: str,
-        heat: int | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-    ) -> SceneInfo:
-        """Create or replace one scene."""
         ...

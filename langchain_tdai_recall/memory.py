@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, ParamSpec, Self, TypeVar,
 from langchain_core.embeddings import Embeddings
 
 from langchain_tdai_recall._breaker import StoreBreaker
-from langchain_tdai_recall._host import ImportTarget, MemoryHost
+from langchain_tdai_recall._host import MemoryHost
 from langchain_tdai_recall._records import (
     MAX_SQL_INT,
     TimeInput,
@@ -89,6 +89,7 @@ if TYPE_CHECKING:
     from langchain_tdai_recall.lcel import RecallChatModel, RecallRunnable
     from langchain_tdai_recall.middleware import OnTurn, TdaiRecallMiddleware
     from langchain_tdai_recall.retriever import SearchType, TdaiRetriever
+    from langchain_tdai_recall.upstream.importer import ImportTarget
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT_S", "TdaiMemory"]
 
@@ -434,6 +435,30 @@ class TdaiMemory:
             memory.close()
             raise
         return memory
+
+    @staticmethod
+    def open_store(
+        path: str | os.PathLike[str] | None,
+        *,
+        config: TdaiConfig | dict[str, Any] | str | os.PathLike[str] | None = None,
+        read_only: bool = False,
+    ) -> BaseMemoryStore:
+        """The store object `open(path, config=config)` would use, without an embedder.
+
+        Nothing runs in the background: for copying a whole store (`stores.migrate.copy_store`)
+        or reading what it holds (`recorded_embedder()`) before choosing an embedder. The caller
+        closes it.
+
+        Raises:
+            ConfigError: If an argument is invalid.
+            MissingDependencyError: For a `postgresql://` URL without the `postgres` extra.
+            StoreError: If the store cannot be opened (see `open`).
+        """
+        _check_flag("read_only", read_only)
+        where = check_store_path(path)
+        return _open_backend(
+            where, TdaiConfig.coerce(config), embedder_id=None, read_only=read_only
+        )
 
     def _warm_up(self) -> None:
         """Load the bundled embedder's model on a background thread.
@@ -1837,4 +1862,4 @@ async def _in_thread(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) ->
 _SATISFIES_HOST: type[MemoryHost] = TdaiMemory
 """The facade is the adapters' `MemoryHost` (mypy checks every member)."""
 _SATISFIES_IMPORT_TARGET: type[ImportTarget] = TdaiMemory
-"""And the upstream importer's `ImportTarget`."""
+"""And the upstream importer's `ImportTarget` (`upstream.importer`)."""

@@ -538,7 +538,7 @@ def test_unexpected_errors_are_one_line(
         msg = "something\nwent wrong"
         raise RuntimeError(msg)
 
-    monkeypatch.setattr("langchain_tdai_recall.cli._cmd_config", broken)
+    monkeypatch.setattr("langchain_tdai_recall.cli.commands.cmd_config", broken)
     code, _, err = run(capsys, "config", "defaults")
     assert_one_line_error(code, err, "RuntimeError", "something went wrong", "-vv")
 

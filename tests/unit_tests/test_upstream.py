@@ -411,3 +411,23 @@ def test_progress_bars_when_asked(
 async def test_async_import(upstream: Path, memory: TdaiMemory) -> None:
     report = await memory.aimport_upstream(upstream)
     assert report.memories == 6
+
+
+def test_the_importer_stands_below_the_facade() -> None:
+    """The upstream package writes through `ImportTarget`, never importing `memory`.
+
+    `memory.py` imports the importer; an import back (even under `TYPE_CHECKING`) made a circle.
+    """
+    import ast
+
+    import langchain_tdai_recall.upstream as package
+
+    root = Path(package.__file__).parent
+    imported: set[str] = set()
+    for path in root.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+    assert not {m for m in imported if m.startswith("langchain_tdai_recall.memory")}
