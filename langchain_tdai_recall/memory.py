@@ -54,8 +54,8 @@ from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError
 from langchain_tdai_recall.recall.engine import RecallEngine, RecallRequest
 from langchain_tdai_recall.recall.search import RankedHit, Searcher
-from langchain_tdai_recall.store.store import MemoryStore
 from langchain_tdai_recall.stores.base import BaseMemoryStore
+from langchain_tdai_recall.stores.local.store import MemoryStore
 from langchain_tdai_recall.text.clean import clean_query, content_text
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 from langchain_tdai_recall.types import (

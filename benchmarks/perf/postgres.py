@@ -94,7 +94,7 @@ at 10k memories, 5,700 at 100k), which would measure that path rather than the b
 
 def _open_backend(kind: str, where: str, emb: PrecomputedEmbeddings) -> Any:
     from langchain_tdai_recall.memory import TdaiMemory
-    from langchain_tdai_recall.store.store import MemoryStore
+    from langchain_tdai_recall.stores.local.store import MemoryStore
     from langchain_tdai_recall.stores.postgres.store import PostgresMemoryStore
 
     store = MemoryStore(Path(where)) if kind == "local" else PostgresMemoryStore(where)
@@ -381,7 +381,7 @@ def _writer(url: str, scopes: int, seconds: float, acked: Any, out: Any) -> None
 def processes(
     readers: int, scopes: int, per: int, seconds: float, *, server: str
 ) -> dict[str, Any]:
-    from langchain_tdai_recall.store.store import Scope
+    from langchain_tdai_recall.stores.local.store import Scope
     from langchain_tdai_recall.stores.postgres.store import PostgresMemoryStore
 
     print(f"== {readers} recall processes + 1 writer on one PostgreSQL", file=sys.stderr)

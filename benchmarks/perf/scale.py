@@ -167,7 +167,7 @@ def child(store_dir: Path, *, snapshots: bool, queries: int, timed: bool) -> dic
 
 
 def _cache_dir(store_dir: Path) -> Path:
-    from langchain_tdai_recall.store.store import INDEX_CACHE_DIRNAME
+    from langchain_tdai_recall.stores.local.store import INDEX_CACHE_DIRNAME
 
     return store_dir / INDEX_CACHE_DIRNAME
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from langchain_tdai_recall.cli._base import DEFAULT_STORE, IN_MEMORY, PROG, STORE_ENV, UsageError
 from langchain_tdai_recall.errors import TdaiRecallError
-from langchain_tdai_recall.store._sqlite import DB_FILENAME
+from langchain_tdai_recall.stores.local import DB_FILENAME
 
 if TYPE_CHECKING:
     import argparse

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall.store.store import MemoryStore as LocalMemoryStore
+    from langchain_tdai_recall.stores.local.store import MemoryStore as LocalMemoryStore
     from langchain_tdai_recall.stores.postgres.store import PostgresMemoryStore
 
 __all__ = ["BaseMemoryStore", "LocalMemoryStore", "PostgresMemoryStore"]
@@ -23,7 +23,7 @@ __all__ = ["BaseMemoryStore", "LocalMemoryStore", "PostgresMemoryStore"]
 
 def __getattr__(name: str) -> Any:
     if name == "LocalMemoryStore":
-        from langchain_tdai_recall.store.store import MemoryStore  # noqa: PLC0415
+        from langchain_tdai_recall.stores.local.store import MemoryStore  # noqa: PLC0415
 
         return MemoryStore
     if name == "PostgresMemoryStore":

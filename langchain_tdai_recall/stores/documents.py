@@ -5,8 +5,8 @@ holds what every backend shares: the `DocumentStore` interface, the rules that t
 into a safe name (`normalize_scene_name`: no separators, no `..`, no control characters, at most
 80 code points and 200 UTF-8 bytes), the scene file codec (the original plugin's metadata header,
 then the body), and `InMemoryDocuments` for in-memory stores. The directory backend
-(`store._documents.FileDocuments`) and PostgreSQL (`stores.postgres._documents`) implement the
-interface.
+(`stores.local._documents.FileDocuments`) and PostgreSQL (`stores.postgres._documents`)
+implement the interface.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Memory formation (`formation/`) reads the recorded L0 messages past a per-session cursor, asks a
 model for memories, and writes them, their history and the cursor move in one atomic commit,
 holding a per-scope lease so that one process at a time forms a scope. A backend's
-`BaseMemoryStore.formation` implements this ABC; the local store's is `store._formation`'s
+`BaseMemoryStore.formation` implements this ABC; the local store's is `stores.local._formation`'s
 `FormationRecords`, PostgreSQL's is `stores.postgres._formation`.
 
 The contract, which `stores.conformance` checks on every backend:

@@ -1,6 +1,6 @@
 """Memory formation's state in PostgreSQL: cursors, leases, the scene queue, the one commit.
 
-The same contract as the local store's `store._formation` (see `stores.formation`), kept by
+The same contract as the local store's `stores.local._formation` (see `stores.formation`), kept by
 PostgreSQL's locks instead of SQLite's single writer:
 
 1. **Cursors are L0 row references, monotonic per scope.** Every message write bumps the

@@ -63,7 +63,7 @@ def record_version(
         change: What ends the current version.
         actor: Who changes it (`api`, `extraction`, `tool`).
         at: When (UTC ISO-8601).
-        related: Ids involved (see `store._history.record_version`).
+        related: Ids involved (see `stores.local._history.record_version`).
         replacement: For `update`: the new version; an identical one records nothing.
         old: The current row's fields when the caller has already read them.
 

@@ -9,8 +9,8 @@ import pytest
 
 from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.errors import StoreError
-from langchain_tdai_recall.store.store import MemoryStore
 from langchain_tdai_recall.stores.base import BaseMemoryStore
+from langchain_tdai_recall.stores.local.store import MemoryStore
 from langchain_tdai_recall.stores.migrate import copy_store
 from langchain_tdai_recall.stores.postgres.store import PostgresMemoryStore
 from langchain_tdai_recall.testing import ScriptedFormationModel

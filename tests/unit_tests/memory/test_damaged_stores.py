@@ -19,7 +19,7 @@ from langchain_tdai_recall import (
     StoreWriteError,
     TdaiMemory,
 )
-from langchain_tdai_recall.store import _documents
+from langchain_tdai_recall.stores.local import _documents
 from langchain_tdai_recall.testing import HashEmbeddings
 from langchain_tdai_recall.types import Scope
 

@@ -15,8 +15,8 @@ import pytest
 
 from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.cli import main
-from langchain_tdai_recall.store import _documents
 from langchain_tdai_recall.stores.documents import parse_scene_file, render_scene_file
+from langchain_tdai_recall.stores.local import _documents
 from langchain_tdai_recall.text.scene_header import split_scene_header
 from langchain_tdai_recall.types import SceneBlock, SceneInfo
 from langchain_tdai_recall.upstream import read_upstream

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from langchain_tdai_recall.store._sqlite import _MIGRATIONS, DB_FILENAME
-from langchain_tdai_recall.store.store import MemoryStore
 from langchain_tdai_recall.stores.base import BaseMemoryStore
+from langchain_tdai_recall.stores.local._sqlite import _MIGRATIONS, DB_FILENAME
+from langchain_tdai_recall.stores.local.store import MemoryStore
 from langchain_tdai_recall.testing.conformance import (
     BackendConformance,
     BackendFactory,

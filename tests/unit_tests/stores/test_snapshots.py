@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from langchain_tdai_recall import TdaiMemory
-from langchain_tdai_recall.store.store import INDEX_CACHE_DIRNAME
 from langchain_tdai_recall.stores._index import snapshot as _snapshot
 from langchain_tdai_recall.stores._index import vectors as _vectors
 from langchain_tdai_recall.stores._index.keyword import KeywordIndex
+from langchain_tdai_recall.stores.local.store import INDEX_CACHE_DIRNAME
 from langchain_tdai_recall.testing import HashEmbeddings
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 

@@ -40,7 +40,7 @@ from langchain_tdai_recall.errors import (
     StoreReadOnlyError,
     StoreWriteError,
 )
-from langchain_tdai_recall.store._history import record_version
+from langchain_tdai_recall.stores.local._history import record_version
 from langchain_tdai_recall.stores.records import (
     L0_CONTEXT_CHARS,
     MEMORY_COLUMNS,
@@ -554,7 +554,7 @@ class SqliteRecords:
                     raise
 
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
-        """A write transaction for `store._formation`, which keeps its own tables.
+        """A write transaction for `stores.local._formation`, which keeps its own tables.
 
         `BEGIN IMMEDIATE` ... `COMMIT`, rolled back on error, with errors translated like every
         other write.
@@ -646,7 +646,7 @@ class SqliteRecords:
         """Insert or update records (by id within the scope) in one transaction.
 
         An update keeps the original `created_at`, records the replaced version in the history
-        (`store._history`), and keeps the row's vector when the content did not change;
+        (`stores.local._history`), and keeps the row's vector when the content did not change;
         otherwise the row waits for a new vector. With `dedupe[i]`, a record whose text is an
         exact duplicate (see `text.fingerprint`) of a memory already in the scope, or of an
         earlier record of the call, is not written: that memory is returned in its place.

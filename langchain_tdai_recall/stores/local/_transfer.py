@@ -15,19 +15,19 @@ import json
 from collections.abc import Sequence
 from typing import Final
 
-from langchain_tdai_recall.store._formation import FormationRecords
-from langchain_tdai_recall.store._sqlite import (
-    _MEMORY_COLS,
-    _MESSAGE_COLS,
-    MemoryRow,
-    MessageRow,
-    SqliteRecords,
-)
 from langchain_tdai_recall.stores.formation import (
     FormationSnapshot,
     SessionCursor,
     SessionState,
     VersionRow,
+)
+from langchain_tdai_recall.stores.local._formation import FormationRecords
+from langchain_tdai_recall.stores.local._sqlite import (
+    _MEMORY_COLS,
+    _MESSAGE_COLS,
+    MemoryRow,
+    MessageRow,
+    SqliteRecords,
 )
 from langchain_tdai_recall.stores.records import memory_from_row, message_from_row
 from langchain_tdai_recall.text.fingerprint import content_fingerprint

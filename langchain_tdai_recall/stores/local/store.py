@@ -29,15 +29,6 @@ from langchain_tdai_recall.errors import (
     StoreReadOnlyError,
     StoreWriteError,
 )
-from langchain_tdai_recall.store import _transfer
-from langchain_tdai_recall.store._documents import FileDocuments
-from langchain_tdai_recall.store._sqlite import (
-    Layer,
-    MemoryRow,
-    MessageRow,
-    PendingVector,
-    SqliteRecords,
-)
 from langchain_tdai_recall.stores._index.layer import LayerIndex
 from langchain_tdai_recall.stores._index.snapshot import SnapshotCache, index_cache_dir
 from langchain_tdai_recall.stores.base import (
@@ -49,6 +40,15 @@ from langchain_tdai_recall.stores.base import (
     merge_embedders,
 )
 from langchain_tdai_recall.stores.documents import DocumentStore, InMemoryDocuments
+from langchain_tdai_recall.stores.local import _transfer
+from langchain_tdai_recall.stores.local._documents import FileDocuments
+from langchain_tdai_recall.stores.local._sqlite import (
+    Layer,
+    MemoryRow,
+    MessageRow,
+    PendingVector,
+    SqliteRecords,
+)
 from langchain_tdai_recall.text.tokenize import Tokenizer
 from langchain_tdai_recall.types import (
     MemoryRecord,

@@ -26,8 +26,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from langchain_tdai_recall._process import pid_alive
-from langchain_tdai_recall.store._history import versions
-from langchain_tdai_recall.store._sqlite import _MEMORY_COLS, SqliteRecords
 from langchain_tdai_recall.stores.formation import (
     BaseFormationState,
     CommitOutcome,
@@ -39,6 +37,8 @@ from langchain_tdai_recall.stores.formation import (
     Upsert,
 )
 from langchain_tdai_recall.stores.history import versions_of_current
+from langchain_tdai_recall.stores.local._history import versions
+from langchain_tdai_recall.stores.local._sqlite import _MEMORY_COLS, SqliteRecords
 from langchain_tdai_recall.stores.records import memory_from_row
 from langchain_tdai_recall.types import Change, MemoryRecord, MemoryVersion, Scope
 
