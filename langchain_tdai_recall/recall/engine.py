@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import RecallTimeoutError
@@ -83,6 +83,27 @@ class RecallRequest:
     """The app's own system prompt: the turn-invariant language signal of `language="auto"`."""
     tools_guide: bool = True
     """Whether the caller has the memory tools (the guide is written only then)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _KeyMemories:
+    """What a scope puts in the system context every turn, as chosen, read and rendered once."""
+
+    rules: tuple[MemoryRecord, ...] = ()
+    """Standing rules, oldest first."""
+    pinned: tuple[MemoryRecord, ...] = ()
+    """Memories pinned by priority, highest first."""
+    profile: tuple[MemoryRecord, ...] = ()
+    """The profile, in profile order."""
+    refs: frozenset[int] = frozenset()
+    """Row references of the rules and pinned memories (the memory block skips them)."""
+    pinned_lines: tuple[str, ...] = ()
+    """The pinned memories' lines."""
+    profile_lines: tuple[str, ...] = ()
+    """The profile's lines."""
+
+
+_NO_KEY_MEMORIES: Final = _KeyMemories()
 
 
 class RecallEngine:
@@ -179,26 +200,26 @@ class RecallEngine:
         system: Language = detect_language(request.system_prompt) or "en"
         return detect_language(query) or system, system
 
-    def _pinned(
-        self, scope: Scope, language: Language
-    ) -> tuple[list[MemoryRecord], list[MemoryRecord], list[MemoryRecord], set[int]]:
+    def _pinned(self, scope: Scope, language: Language) -> _KeyMemories:
         """Standing rules (oldest first), memories pinned by priority, and the profile.
 
-        Returns the three lists and the row references of the first two, which the memory block
-        then skips (profile memories may still be shown there when the request is about them).
+        Chosen, read and rendered once per change of the scope's memories (the index's memo):
+        a recall between two writes reuses them. The row references of the rules and pinned
+        memories are what the memory block then skips (profile memories may still be shown
+        there when the request is about them).
         """
         cfg = self.config.recall
         index = self.store.index(scope, "l1")
         if index is None:
-            return [], [], [], set()
+            return _NO_KEY_MEMORIES
         threshold = cfg.pin_priority if cfg.pin_priority is not None else 101
         rule_threshold = min(
             threshold,
             cfg.pin_instruction_priority if cfg.pin_instruction_priority is not None else 101,
         )
-        eligible = {"rules": 0, "pinned": 0}
 
-        def choose() -> tuple[list[int], list[int]]:
+        def choose() -> _KeyMemories:
+            eligible = {"rules": 0, "pinned": 0}
             wanted = _pinned_candidates(
                 index,
                 index.pinned_rows(rule_threshold),
@@ -207,7 +228,6 @@ class RecallEngine:
                 max_pinned=cfg.max_pinned,
                 eligible=eligible,
             )
-            # once per change of the scope's memories, not on every recall
             for count, limit, what in (
                 (eligible["rules"], MAX_STANDING_RULES, "standing rules (priority -1)"),
                 (eligible["pinned"], cfg.max_pinned, "memories pinned by priority"),
@@ -225,11 +245,39 @@ class RecallEngine:
                 if cfg.profile_max_chars is not None
                 else []
             )
-            return wanted, profile
+            records = self.store.memories_by_ref(scope, [*wanted, *profile])
+            rules: list[tuple[int, MemoryRecord]] = []
+            pinned: list[tuple[int, MemoryRecord]] = []
+            for rowid in wanted:
+                rec = records.get(rowid)
+                if rec is None:
+                    continue
+                if rec.priority == -1 and rec.type == "instruction":
+                    rules.append((rowid, rec))
+                elif rec.priority >= (rule_threshold if rec.type == "instruction" else threshold):
+                    pinned.append((rowid, rec))
+            rules.sort(key=lambda item: (item[1].created_at, item[1].id))
+            pinned.sort(key=lambda item: (-item[1].priority, item[1].created_at, item[1].id))
+            del rules[MAX_STANDING_RULES:], pinned[cfg.max_pinned :]
+            refs = frozenset({rowid for rowid, _ in rules} | {rowid for rowid, _ in pinned})
+            chosen = tuple(records[r] for r in profile if r in records and r not in refs)
+            pinned_records = tuple(r for _, r in pinned)
 
-        wanted, profile = index.memo(
+            def lines(found: Sequence[MemoryRecord]) -> tuple[str, ...]:
+                return tuple(format_memory_line(r, tz=self._tz, language=language) for r in found)
+
+            return _KeyMemories(
+                rules=tuple(r for _, r in rules),
+                pinned=pinned_records,
+                profile=chosen,
+                refs=refs,
+                pinned_lines=lines(pinned_records),
+                profile_lines=lines(chosen),
+            )
+
+        return index.memo(
             (
-                "pinned",
+                "key-memories",
                 threshold,
                 rule_threshold,
                 cfg.max_pinned,
@@ -238,23 +286,6 @@ class RecallEngine:
             ),
             choose,
         )
-        records = self.store.memories_by_ref(scope, [*wanted, *profile])
-        rules: list[tuple[int, MemoryRecord]] = []
-        pinned: list[tuple[int, MemoryRecord]] = []
-        wanted_set = set(wanted)
-        for rowid, rec in records.items():
-            if rowid not in wanted_set:
-                continue
-            if rec.priority == -1 and rec.type == "instruction":
-                rules.append((rowid, rec))
-            elif rec.priority >= (rule_threshold if rec.type == "instruction" else threshold):
-                pinned.append((rowid, rec))
-        rules.sort(key=lambda item: (item[1].created_at, item[1].id))
-        pinned.sort(key=lambda item: (-item[1].priority, item[1].created_at, item[1].id))
-        del rules[MAX_STANDING_RULES:], pinned[cfg.max_pinned :]
-        refs = {rowid for rowid, _ in rules} | {rowid for rowid, _ in pinned}
-        chosen = [records[rowid] for rowid in profile if rowid in records and rowid not in refs]
-        return [r for _, r in rules], [r for _, r in pinned], chosen, refs
 
     def _profile(
         self,
@@ -297,7 +328,7 @@ class RecallEngine:
         query: str,
         scope: Scope,
         outcome: SearchOutcome,
-        pinned_refs: set[int],
+        pinned_refs: frozenset[int],
         deadline: float,
     ) -> tuple[Reranked | None, str | None]:
         """The reranker's verdict on the best fused candidates, or why there is none."""
@@ -366,24 +397,18 @@ class RecallEngine:
         self,
         *,
         persona: str | None,
-        rules: list[MemoryRecord],
-        pinned: list[MemoryRecord],
-        profile: list[MemoryRecord],
+        key: _KeyMemories,
         scenes: Sequence[SceneInfo],
         language: Language,
         request: RecallRequest,
     ) -> str | None:
         """The stable blocks of the system context, written in `language`."""
         tools = self.config.tools
-
-        def lines(records: list[MemoryRecord]) -> list[str]:
-            return [format_memory_line(r, tz=self._tz, language=language) for r in records]
-
         return render_system_context(
             persona=persona,
-            rules=[r.content for r in rules],
-            pinned=lines(pinned),
-            profile=lines(profile),
+            rules=[r.content for r in key.rules],
+            pinned=key.pinned_lines,
+            profile=key.profile_lines,
             navigation=render_scene_navigation(scenes, language),
             language=language,
             tools_max_calls=(
@@ -408,7 +433,8 @@ class RecallEngine:
         pending = 0
         rerank_scores: dict[int, float] = {}
         t_pinned = time.perf_counter()
-        rules, pinned, profile, pinned_refs = self._pinned(scope, system_language)
+        key = self._pinned(scope, system_language)
+        pinned_refs = key.refs
         timings["pinned"] = (time.perf_counter() - t_pinned) * 1000
         if len(query) >= MIN_QUERY_CHARS and cfg.max_results > 0:
             outcome = self.searcher.search(
@@ -447,9 +473,7 @@ class RecallEngine:
         persona_text = persona.strip() if persona else None
         system = self._system_context(
             persona=persona_text,
-            rules=rules,
-            pinned=pinned,
-            profile=profile,
+            key=key,
             scenes=scenes,
             language=system_language,
             request=request,
@@ -466,9 +490,9 @@ class RecallEngine:
             truncated=truncated,
             dropped=dropped,
             error=error,
-            standing_rules=tuple(rules),
-            pinned=tuple(pinned),
-            profile=tuple(profile),
+            standing_rules=key.rules,
+            pinned=key.pinned,
+            profile=key.profile,
             reranked=reranked,
             language=language,
             pending_vectors=pending,
@@ -477,8 +501,8 @@ class RecallEngine:
             "recall strategy=%s memories=%d rules=%d pinned=%d total=%.1f ms timings=%s",
             strategy,
             len(memories),
-            len(rules),
-            len(pinned),
+            len(key.rules),
+            len(key.pinned),
             timings["total"],
             timings,
         )

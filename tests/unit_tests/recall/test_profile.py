@@ -155,3 +155,16 @@ def test_minor_memories_are_left_to_search(memory: TdaiMemory) -> None:
     result = memory.recall("hello", user_id="u")
     assert result is not None
     assert [m.content for m in result.profile] == ["Has a dog"]
+
+
+def test_an_updated_or_deleted_memory_leaves_the_profile_at_once(mem: TdaiMemory) -> None:
+    before = mem.recall("hello", user_id="nina")
+    assert before is not None and "Is vegetarian" in (before.append_system_context or "")
+    mem.add_memory("Is vegan", id="veg", type="persona", priority=60, user_id="nina")
+    updated = mem.recall("hello", user_id="nina")
+    assert updated is not None
+    text = updated.append_system_context or ""
+    assert "Is vegan" in text and "Is vegetarian" not in text
+    mem.delete_memory("dog", user_id="nina")
+    gone = mem.recall("hello", user_id="nina")
+    assert gone is not None and "golden retriever" not in (gone.append_system_context or "")
