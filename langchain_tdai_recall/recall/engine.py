@@ -245,7 +245,7 @@ class RecallEngine:
                 if cfg.profile_max_chars is not None
                 else []
             )
-            records = self.store.memories_by_ref(scope, [*wanted, *profile])
+            records = self.store.memories_by_ref(scope, wanted)
             rules: list[tuple[int, MemoryRecord]] = []
             pinned: list[tuple[int, MemoryRecord]] = []
             for rowid in wanted:
@@ -260,19 +260,17 @@ class RecallEngine:
             pinned.sort(key=lambda item: (-item[1].priority, item[1].created_at, item[1].id))
             del rules[MAX_STANDING_RULES:], pinned[cfg.max_pinned :]
             refs = frozenset({rowid for rowid, _ in rules} | {rowid for rowid, _ in pinned})
-            chosen = tuple(records[r] for r in profile if r in records and r not in refs)
             pinned_records = tuple(r for _, r in pinned)
-
-            def lines(found: Sequence[MemoryRecord]) -> tuple[str, ...]:
-                return tuple(format_memory_line(r, tz=self._tz, language=language) for r in found)
-
             return _KeyMemories(
                 rules=tuple(r for _, r in rules),
                 pinned=pinned_records,
-                profile=chosen,
+                # the profile was read and its lines written while measuring them
+                profile=tuple(rec for rec, _ in profile),
                 refs=refs,
-                pinned_lines=lines(pinned_records),
-                profile_lines=lines(chosen),
+                pinned_lines=tuple(
+                    format_memory_line(r, tz=self._tz, language=language) for r in pinned_records
+                ),
+                profile_lines=tuple(line for _, line in profile),
             )
 
         return index.memo(
@@ -294,8 +292,8 @@ class RecallEngine:
         taken: set[int],
         budget: int,
         language: Language,
-    ) -> list[int]:
-        """Row references of the profile: memories in profile order whose lines fit `budget`.
+    ) -> list[tuple[MemoryRecord, str]]:
+        """The profile: memories in profile order, with their lines, as far as `budget` reaches.
 
         Profile order: priority (highest first), then `persona` before `instruction` before
         `episodic`, then oldest, then id. A line that does not fit is skipped and later, shorter
@@ -303,7 +301,7 @@ class RecallEngine:
         `PROFILE_SCAN` candidates are read.
         """
         order = index.profile_rows(PROFILE_SCAN, taken)
-        chosen: list[int] = []
+        chosen: list[tuple[MemoryRecord, str]] = []
         used = misses = 0
         for start in range(0, len(order), PROFILE_BATCH):
             batch = order[start : start + PROFILE_BATCH]
@@ -312,10 +310,10 @@ class RecallEngine:
                 rec = records.get(rowid)
                 if rec is None:
                     continue
-                cost = len(format_memory_line(rec, tz=self._tz, language=language)) + 1
-                if used + cost <= budget:
-                    chosen.append(rowid)
-                    used += cost
+                line = format_memory_line(rec, tz=self._tz, language=language)
+                if used + len(line) + 1 <= budget:
+                    chosen.append((rec, line))
+                    used += len(line) + 1
                     misses = 0
                 else:
                     misses += 1
