@@ -24,7 +24,7 @@ import logging
 from langchain_tdai_recall.errors import RecallTimeoutError, ScopeError
 from langchain_tdai_recall.types import OnError
 
-__all__ = ["report_failure", "report_timeout"]
+__all__ = ["log_failure", "report_failure", "report_timeout"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,9 +37,9 @@ def report_failure(
     Args:
         exc: The failure.
         action: What failed, for the log line (for example `"recall"`).
-        on_error: `"raise"` re-raises `exc`; `"skip"` logs one WARNING with the exception type.
-        degraded: What happens instead, for the log line (for example `"injecting the fused
-            order"`).
+        on_error: `"raise"` re-raises `exc`; `"skip"` logs it (`log_failure`).
+        degraded: What happens instead, for the log line (for example `"skipping memory
+            injection for this turn"`).
 
     Raises:
         ScopeError: Always, when `exc` is one: falling back to another scope would mix users.
@@ -47,6 +47,15 @@ def report_failure(
     """
     if isinstance(exc, ScopeError) or on_error == "raise":
         raise exc
+    log_failure(exc, action=action, degraded=degraded)
+
+
+def log_failure(exc: Exception, *, action: str, degraded: str | None = None) -> None:
+    """Log a failure that does not stop the work: step and type above DEBUG, the rest at DEBUG.
+
+    For the steps that never raise whatever `recall.on_error` says (a reranker, the facade's
+    hand-over of a turn to the writer); `report_failure` logs through it too.
+    """
     if degraded is None:
         logger.warning("%s failed: %s", action, type(exc).__name__)
     else:

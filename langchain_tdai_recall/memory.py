@@ -34,6 +34,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_tdai_recall._async_api import async_twin, in_thread
 from langchain_tdai_recall._backend import open_backend
 from langchain_tdai_recall._breaker import StoreBreaker
+from langchain_tdai_recall._failure import log_failure
 from langchain_tdai_recall._host import MemoryHost
 from langchain_tdai_recall._lifecycle import check_flag, check_timeout, shutdown, writer_callbacks
 from langchain_tdai_recall._records import (
@@ -743,8 +744,8 @@ class TdaiMemory:
             records = turn_records(messages, checked, session_key, now_iso())
             if records and not self._writer.submit(checked, records[0].session_key, records):
                 logger.warning("L0 capture during close() is dropped")
-        except Exception as exc:
-            logger.warning("L0 capture failed: %s", type(exc).__name__)
+        except Exception as exc:  # never raises, whatever recall.on_error says
+            log_failure(exc, action="L0 capture")
 
     def _after_capture(self, scope: Scope, session_key: str) -> None:
         """Count one stored turn for memory formation; never raises.

@@ -22,10 +22,10 @@ sync and async paths, and one adapter and another, cannot drift apart:
 6. **Reporting** (`turn_event` -> `TurnEvent`): the `tdai_agent_turn` payload.
 
 Failures follow the package's one failure policy (`_failure.report_failure`, re-exported here):
-a bad scope always raises; recall, capture and reporting never end a turn unless
-`recall.on_error="raise"`; warnings name the failing step and the exception type, never its
-message. This package imports `langchain_core` only (no `langchain.agents`, no `langgraph`), so
-the chain adapters stay light.
+a bad scope always raises; a failed recall or tool call never ends a turn unless
+`recall.on_error="raise"`, and capture and reporting never do; warnings name the failing step
+and the exception type, never its message. This package imports `langchain_core` only (no
+`langchain.agents`, no `langgraph`), so the chain adapters stay light.
 
 Modules, in the order of a turn: `identity` (1), `message` (2 and injection), `recall` (3, and the
 per-run `TurnCache`), `budget` (4, with the tools' names and refusals), `report` (5 and 6). This

@@ -19,7 +19,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from langchain_tdai_recall._failure import report_failure, report_timeout
+from langchain_tdai_recall._failure import log_failure, report_failure, report_timeout
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.recall.gate import injected
 from langchain_tdai_recall.recall.prompt import (
@@ -335,7 +335,7 @@ class RecallEngine:
                 None,
             )
         except Exception as exc:  # the reranker must never break recall
-            report_failure(exc, action="reranker", degraded="injecting the fused order")
+            log_failure(exc, action="reranker", degraded="injecting the fused order")
             return None, f"reranker failed: {type(exc).__name__}: {exc}"
 
     def _block(

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from langchain_tdai_recall import TdaiMemory
-from langchain_tdai_recall._failure import report_failure, report_timeout
+from langchain_tdai_recall._failure import log_failure, report_failure, report_timeout
 from langchain_tdai_recall._turn import TurnIdentity, capture_turn
 from langchain_tdai_recall.errors import RecallTimeoutError, ScopeError
 from langchain_tdai_recall.testing import HashEmbeddings
@@ -46,6 +46,12 @@ def test_raise_and_scope_errors_are_raised_and_not_logged(caplog: pytest.LogCapt
     with pytest.raises(RecallTimeoutError):
         report_timeout(250, on_error="raise")
     assert not [r for r in caplog.records if "failed" in r.getMessage()]
+
+
+def test_steps_that_never_raise_only_log(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="langchain_tdai_recall")
+    log_failure(ScopeError(_SECRET), action="reranker", degraded="injecting the fused order")
+    assert _loud(caplog) == ["reranker failed (ScopeError); injecting the fused order"]
 
 
 def test_the_engine_and_the_turn_log_through_the_one_policy(
