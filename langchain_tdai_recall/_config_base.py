@@ -3,8 +3,8 @@
 Configuration models are frozen pydantic models with snake_case fields and the original
 plugin's camelCase keys as aliases; an unknown key is an error, and every validation failure is
 a `ConfigError` that names each field, what is wrong and the value (cut to 80 code points). The
-recall sections (`config.py`) and memory formation's sections (`formation/config.py`) both build
-on `ConfigModel`, so neither has to import the other.
+recall sections (`config.py`) and memory formation's sections (`_formation_config.py`, handed
+on by `formation.config`) both build on `ConfigModel`.
 """
 
 from __future__ import annotations

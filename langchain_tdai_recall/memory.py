@@ -1,11 +1,14 @@
 """`TdaiMemory`: the public facade over the store, the recall engine and the integrations.
 
 The facade validates every call (`_records`), resolves its scope, and delegates: storage to a
-backend (`stores.base.BaseMemoryStore`: a local directory, or PostgreSQL), ranking to `recall`,
-vector upkeep to `_embedder.VectorUpkeep`, the capture of finished turns to `_writer.TurnWriter`,
-and memory formation (with a chat model) to `formation.scheduler.FormationScheduler`, which the
-writer notifies after each captured turn (`_after_capture`). It holds a lifecycle state that
-every public call checks: after `close()` each of them raises `StoreClosedError`.
+backend (`stores.base.BaseMemoryStore`: a local directory, or PostgreSQL, chosen by `_backend`),
+ranking to `recall` (searches as hits: `recall.hits`), vector upkeep to `_embedder.VectorUpkeep`,
+the capture of finished turns to `_writer.TurnWriter`, and memory formation (with a chat model)
+to `formation.scheduler.FormationScheduler` (started and run now through `formation.control`),
+which the writer notifies after each captured turn (`_after_capture`). It holds a lifecycle
+state that every public call checks: after `close()` each of them raises `StoreClosedError`;
+`_lifecycle` stops its background parts in order. Each `a*` twin is built from its sync method
+(`_async_api`). What stays here is the public API and its documentation, which `help()` shows.
 
 Writes never wait for the embedder: they are durable and keyword-searchable when they return,
 and vectors follow on a background thread. `close()` waits a bounded time (`close_timeout`,
@@ -16,23 +19,24 @@ thread of a store ever delays process exit beyond those bounds.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
-import math
 import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Literal, ParamSpec, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, Self, cast
 
 from langchain_core.embeddings import Embeddings
 
+from langchain_tdai_recall._async_api import async_twin, in_thread
+from langchain_tdai_recall._backend import open_backend
 from langchain_tdai_recall._breaker import StoreBreaker
+from langchain_tdai_recall._failure import log_failure
 from langchain_tdai_recall._host import MemoryHost
+from langchain_tdai_recall._lifecycle import check_flag, check_timeout, shutdown, writer_callbacks
 from langchain_tdai_recall._records import (
     MAX_SQL_INT,
     TimeInput,
@@ -53,11 +57,9 @@ from langchain_tdai_recall._writer import TurnWriter
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError
 from langchain_tdai_recall.recall.engine import RecallEngine, RecallRequest
-from langchain_tdai_recall.recall.search import RankedHit, Searcher
+from langchain_tdai_recall.recall.hits import HitSearch
+from langchain_tdai_recall.recall.search import Searcher
 from langchain_tdai_recall.stores.base import BaseMemoryStore
-from langchain_tdai_recall.stores.local.store import MemoryStore
-from langchain_tdai_recall.text.clean import clean_query, content_text
-from langchain_tdai_recall.text.tokenize import get_tokenizer
 from langchain_tdai_recall.types import (
     MEMORY_TYPES,
     ImportReport,
@@ -66,7 +68,6 @@ from langchain_tdai_recall.types import (
     MemoryType,
     MemoryVersion,
     MessageHit,
-    MessageRecord,
     RecallResult,
     SceneBlock,
     SceneInfo,
@@ -95,141 +96,10 @@ __all__ = ["DEFAULT_CLOSE_TIMEOUT_S", "TdaiMemory"]
 
 logger = logging.getLogger(__name__)
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
 EmbeddingsInput = Embeddings | Literal["default"] | None
 
 DEFAULT_CLOSE_TIMEOUT_S: Final = 5.0
 """Longest time `close()` (and interpreter exit) waits for queued turns and pending vectors."""
-_MAX_CLOSE_TIMEOUT_S: Final = 3600.0
-
-
-def _shutdown(
-    writer: TurnWriter,
-    formation: list[FormationScheduler],
-    upkeep: VectorUpkeep | None,
-    store: BaseMemoryStore,
-    pools: tuple[DaemonExecutor, ...],
-    *,
-    timeout: float,
-    formation_timeout: float,
-) -> None:
-    """Stop a store's background work and release it.
-
-    In order: queued turns are written (the writer), what is pending is formed (formation, at
-    most `formation_timeout` seconds, so it sees every turn), and rows still without a vector
-    are embedded (the upkeep); the writer and the upkeep share `timeout` seconds. Runs from
-    `close()`, or, for a store nobody closed, when it is garbage-collected or the interpreter
-    exits (`weakref.finalize`). It holds no reference to the `TdaiMemory` (`formation` is a slot
-    holding its scheduler, once started).
-    """
-    started = time.monotonic()
-    try:
-        writer.close(timeout)
-        spent = time.monotonic() - started
-        if formation:
-            formation[0].close(formation_timeout)
-        if upkeep is not None:
-            left = timeout - spent if store.durable else 0.0
-            upkeep.stop(max(left, 0.0))
-    finally:
-        for pool in pools:
-            pool.shutdown(wait=False, cancel_futures=True)
-        store.close()
-
-
-def _writer_callbacks(
-    memory: TdaiMemory, store: BaseMemoryStore, upkeep: VectorUpkeep | None
-) -> tuple[Callable[[Scope, Sequence[MessageRecord], int], int], Callable[[Scope, str], None]]:
-    """The background writer's write and after-write hook.
-
-    Neither holds a strong reference to `memory`, so a memory nobody closed can still be
-    garbage-collected (and then shut down by its finalizer).
-    """
-
-    def write(scope: Scope, records: Sequence[MessageRecord], busy_ms: int) -> int:
-        kept = store.put_messages(scope, records, busy_timeout_ms=busy_ms)
-        if kept and upkeep is not None:
-            upkeep.wake()
-        return kept
-
-    ref = weakref.ref(memory)
-
-    def after_write(scope: Scope, session_key: str) -> None:
-        alive = ref()
-        if alive is not None:  # looked up per call, so a later override takes effect
-            alive._after_capture(scope, session_key)
-
-    return write, after_write
-
-
-def _check_timeout(field: str, value: object) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 <= value <= _MAX_CLOSE_TIMEOUT_S  # first: isfinite overflows on a huge int
-        or not math.isfinite(value)
-    ):
-        limit = f"{_MAX_CLOSE_TIMEOUT_S:.0f}"
-        msg = f"{field} must be a number of seconds in 0..{limit}, got {shown(value)}"
-        raise ConfigError(msg)
-    return float(value)
-
-
-def _check_flag(field: str, value: object, *, optional: bool = False) -> None:
-    if not isinstance(value, bool) and not (optional and value is None):
-        allowed = "True, False or None" if optional else "True or False"
-        msg = f"{field} must be {allowed}, got {shown(value)}"
-        raise ConfigError(msg)
-
-
-def _open_backend(
-    where: Path | str | BaseMemoryStore | None,
-    cfg: TdaiConfig,
-    *,
-    embedder_id: str | None,
-    read_only: bool,
-) -> BaseMemoryStore:
-    """The store backend for `TdaiMemory.open`'s `path`: a directory, a URL or a store object."""
-    tokenizer = get_tokenizer(cfg.store.tokenizer)
-    if isinstance(where, BaseMemoryStore):
-        if where.closed:
-            msg = f"the store object {where!r} is closed; pass an open one"
-            raise ConfigError(msg)
-        if read_only and not where.read_only:
-            msg = (
-                "read_only=True cannot apply to a store object opened for writing; create the "
-                "store object with read_only=True instead"
-            )
-            raise ConfigError(msg)
-        where.bind(tokenizer=tokenizer, embedder_id=embedder_id)
-        return where
-    if isinstance(where, str):
-        from langchain_tdai_recall.stores.postgres.store import (  # noqa: PLC0415 - the extra
-            PostgresMemoryStore,
-        )
-
-        return PostgresMemoryStore(
-            where,
-            timeout_ms=cfg.store.timeout_ms,
-            pool_size=cfg.store.pool_size,
-            read_only=read_only,
-            tokenizer=tokenizer,
-            embedder_id=embedder_id,
-            index_cache=cfg.store.index_cache,
-        )
-    if read_only and where is None:
-        msg = "read_only=True needs a store directory; an in-memory store starts empty"
-        raise ConfigError(msg)
-    return MemoryStore(
-        where,
-        tokenizer=tokenizer,
-        embedder_id=embedder_id,
-        synchronous=cfg.store.synchronous,
-        read_only=read_only,
-        index_cache=cfg.store.index_cache,
-    )
 
 
 def _nothing() -> None:
@@ -274,7 +144,7 @@ class TdaiMemory:
         self.config = config
         self.embeddings = embeddings
         self._store = store
-        self._close_timeout = _check_timeout("close_timeout", close_timeout)
+        self._close_timeout = check_timeout("close_timeout", close_timeout)
         self._closed = False
         self._state_lock = threading.Lock()
         self._warned_read_only_capture = False
@@ -298,6 +168,7 @@ class TdaiMemory:
             reranker=reranker,
             rerank_executor=self._rerank_pool,
         )
+        self._hits = HitSearch(store, self._searcher, config)
         self._upkeep: VectorUpkeep | None = None
         if embeddings is not None and store.embedder_id is not None and not store.read_only:
             from langchain_tdai_recall._embedder import VectorUpkeep  # noqa: PLC0415
@@ -310,14 +181,14 @@ class TdaiMemory:
                 show_progress=show_progress,
             )
             self._upkeep.start()
-        self._writer = TurnWriter(*_writer_callbacks(self, store, self._upkeep))
+        self._writer = TurnWriter(*writer_callbacks(self, store, self._upkeep))
         self._manager: MemoryManager | None = None
         self._formation_slot: list[FormationScheduler] = []
         """Memory formation's scheduler once `_start_formation` built it (a slot, so the
         finalizer can reach it without holding this object)."""
         self._finalizer = weakref.finalize(
             self,
-            _shutdown,
+            shutdown,
             self._writer,
             self._formation_slot,
             self._upkeep,
@@ -399,12 +270,12 @@ class TdaiMemory:
         )
 
         where = path if isinstance(path, BaseMemoryStore) else check_store_path(path)
-        _check_flag("read_only", read_only)
-        _check_flag("show_progress", show_progress, optional=True)
-        timeout = _check_timeout("close_timeout", close_timeout)
+        check_flag("read_only", read_only)
+        check_flag("show_progress", show_progress, optional=True)
+        timeout = check_timeout("close_timeout", close_timeout)
         cfg = TdaiConfig.coerce(config)
         emb = resolve_embeddings(embeddings)
-        store = _open_backend(
+        store = open_backend(
             where,
             cfg,
             embedder_id=embedder_identity(emb) if emb is not None else None,
@@ -454,11 +325,9 @@ class TdaiMemory:
             MissingDependencyError: For a `postgresql://` URL without the `postgres` extra.
             StoreError: If the store cannot be opened (see `open`).
         """
-        _check_flag("read_only", read_only)
+        check_flag("read_only", read_only)
         where = check_store_path(path)
-        return _open_backend(
-            where, TdaiConfig.coerce(config), embedder_id=None, read_only=read_only
-        )
+        return open_backend(where, TdaiConfig.coerce(config), embedder_id=None, read_only=read_only)
 
     def _warm_up(self) -> None:
         """Load the bundled embedder's model on a background thread.
@@ -525,7 +394,7 @@ class TdaiMemory:
         embedded by the next process that opens the store. A hung embedder is never waited for
         beyond that bound.
         """
-        budget = self._close_timeout if timeout is None else _check_timeout("timeout", timeout)
+        budget = self._close_timeout if timeout is None else check_timeout("timeout", timeout)
         with self._state_lock:
             if self._closed:
                 return
@@ -539,7 +408,7 @@ class TdaiMemory:
                 started = time.monotonic()
                 self._manager.close(forming)
                 forming = max(forming - (time.monotonic() - started), 0.0)
-            _shutdown(
+            shutdown(
                 self._writer,
                 self._formation_slot,
                 self._upkeep,
@@ -563,10 +432,10 @@ class TdaiMemory:
         counts, and drawn as a progress bar on standard error when `show_progress` is `True`,
         or is `None` (the default) and standard error is a terminal.
         """
-        _check_flag("show_progress", show_progress, optional=True)
+        check_flag("show_progress", show_progress, optional=True)
         self._check_open()
         if timeout is not None:
-            timeout = _check_timeout("timeout", timeout)
+            timeout = check_timeout("timeout", timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._writer.flush(timeout):
             return False
@@ -601,7 +470,7 @@ class TdaiMemory:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await _in_thread(self.close)
+        await in_thread(self.close)
 
     def __repr__(self) -> str:
         where = self._store.location if self._store.durable else "in-memory"
@@ -663,7 +532,7 @@ class TdaiMemory:
         pending. Returns how many rows were embedded.
         """
         self._check_open()
-        _check_flag("show_progress", show_progress, optional=True)
+        check_flag("show_progress", show_progress, optional=True)
         if self._upkeep is None:
             return 0
         return self._upkeep.reindex(show_progress=show_progress)
@@ -748,7 +617,7 @@ class TdaiMemory:
         `reindex()` wait for them).
         """
         scope = self.scope(user_id, agent_id)
-        _check_flag("show_progress", show_progress, optional=True)
+        check_flag("show_progress", show_progress, optional=True)
         given: object = records
         if isinstance(records, Iterable) and not isinstance(
             records, str | bytes | Mapping | MemoryRecord
@@ -875,8 +744,8 @@ class TdaiMemory:
             records = turn_records(messages, checked, session_key, now_iso())
             if records and not self._writer.submit(checked, records[0].session_key, records):
                 logger.warning("L0 capture during close() is dropped")
-        except Exception as exc:
-            logger.warning("L0 capture failed: %s", type(exc).__name__)
+        except Exception as exc:  # never raises, whatever recall.on_error says
+            log_failure(exc, action="L0 capture")
 
     def _after_capture(self, scope: Scope, session_key: str) -> None:
         """Count one stored turn for memory formation; never raises.
@@ -1030,37 +899,6 @@ class TdaiMemory:
         self._store_breaker.record(started=started, answered=result is not None)
         return result
 
-    def _search(
-        self,
-        scope: Scope,
-        layer: Literal["l1", "l0"],
-        query: object,
-        limit: object,
-        min_score: object,
-        **filters: Any,
-    ) -> list[RankedHit]:
-        """Validate, clean the query, rank it like recall and keep the best hits above the floor."""
-        check_int("limit", limit, low=1, high=100)
-        floor = self.config.tools.min_score if min_score is None else min_score
-        if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1:
-            msg = f"min_score must be a number in 0..1 or None, got {shown(min_score)}"
-            raise ConfigError(msg)
-        if query is not None and not isinstance(query, str | list | tuple):
-            msg = f"query must be a string, got {type(query).__name__} {query!r:.60}"
-            raise ConfigError(msg)
-        text = clean_query(clean_text(content_text(query)))
-        if not text:
-            return []
-        outcome = self._searcher.search(
-            scope,
-            layer,
-            text,
-            limit=cast("int", limit),
-            strategy=self.config.recall.strategy,
-            **filters,
-        )
-        return outcome.top(cast("int", limit), float(floor))
-
     def search_memories(
         self,
         query: str,
@@ -1096,23 +934,9 @@ class TdaiMemory:
             msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {shown(type)}"
             raise ConfigError(msg)
         check_optional_str("scene", scene)
-        hits = self._search(scope, "l1", query, limit, min_score, kind=type, group=scene or None)
-        records = self._store.memories_by_ref(scope, [h.rowid for h in hits])
-        return [
-            MemoryHit(
-                id=rec.id,
-                content=rec.content,
-                type=rec.type,
-                scene_name=rec.scene_name,
-                priority=rec.priority,
-                score=h.score,
-                keyword_score=h.keyword_score,
-                embedding_score=h.embedding_score,
-                record=rec,
-            )
-            for h in hits
-            if (rec := records.get(h.rowid)) is not None
-        ]
+        return self._hits.memories(
+            scope, query, limit=limit, min_score=min_score, kind=type, scene=scene
+        )
 
     def search_conversations(
         self,
@@ -1131,24 +955,9 @@ class TdaiMemory:
         """
         scope = self.scope(user_id, agent_id)
         check_optional_str("session_key", session_key)
-        hits = self._search(
-            scope, "l0", query, limit, min_score, group=session_key, exact_group=True
+        return self._hits.messages(
+            scope, query, limit=limit, min_score=min_score, session_key=session_key
         )
-        records = self._store.messages_by_ref(scope, [h.rowid for h in hits])
-        return [
-            MessageHit(
-                id=rec.id,
-                role=rec.role,
-                content=rec.content,
-                session_key=rec.session_key,
-                recorded_at=rec.recorded_at,
-                score=h.score,
-                keyword_score=h.keyword_score,
-                embedding_score=h.embedding_score,
-            )
-            for h in hits
-            if (rec := records.get(h.rowid)) is not None
-        ]
 
     # -- stats --------------------------------------------------------------------------------
 
@@ -1182,286 +991,23 @@ class TdaiMemory:
             pending_vectors=store.pending_vector_count(selected),
         )
 
-    # -- async twins (each runs its sync version on a worker thread) ---------------------------
-
-    async def aadd_memory(
-        self,
-        content: str,
-        *,
-        type: MemoryType = "episodic",
-        scene_name: str = "",
-        priority: int = 50,
-        activity_start_time: TimeInput = None,
-        activity_end_time: TimeInput = None,
-        timestamp: TimeInput = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        id: str | None = None,
-        session_key: str = "",
-        source_message_ids: Iterable[str] = (),
-    ) -> MemoryRecord:
-        """Async version of `add_memory`."""
-        return await _in_thread(
-            self.add_memory,
-            content,
-            type=type,
-            scene_name=scene_name,
-            priority=priority,
-            activity_start_time=activity_start_time,
-            activity_end_time=activity_end_time,
-            timestamp=timestamp,
-            user_id=user_id,
-            agent_id=agent_id,
-            id=id,
-            session_key=session_key,
-            source_message_ids=source_message_ids,
-        )
-
-    async def aadd_memories(
-        self,
-        records: Iterable[MemoryRecord | Mapping[str, Any]],
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        show_progress: bool | None = None,
-    ) -> list[MemoryRecord]:
-        """Async version of `add_memories`."""
-        return await _in_thread(
-            self.add_memories,
-            records,
-            user_id=user_id,
-            agent_id=agent_id,
-            show_progress=show_progress,
-        )
-
-    async def aget_memory(
-        self,
-        id: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-    ) -> MemoryRecord | None:
-        """Async version of `get_memory`."""
-        return await _in_thread(self.get_memory, id, user_id=user_id, agent_id=agent_id)
-
-    async def adelete_memory(
-        self,
-        id: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-    ) -> bool:
-        """Async version of `delete_memory`."""
-        return await _in_thread(self.delete_memory, id, user_id=user_id, agent_id=agent_id)
-
-    async def alist_memories(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        type: MemoryType | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[MemoryRecord]:
-        """Async version of `list_memories`."""
-        return await _in_thread(
-            self.list_memories,
-            user_id=user_id,
-            agent_id=agent_id,
-            type=type,
-            limit=limit,
-            offset=offset,
-        )
-
-    async def arecord_messages(
-        self,
-        messages: Iterable[object],
-        *,
-        session_key: str,
-        session_id: str = "",
-        user_id: str | None = None,
-        agent_id: str | None = None,
-    ) -> int:
-        """Async version of `record_messages`."""
-        return await _in_thread(
-            self.record_messages,
-            messages,
-            session_key=session_key,
-            session_id=session_id,
-            user_id=user_id,
-            agent_id=agent_id,
-        )
-
-    async def aset_persona(
-        self, text: str | None, *, user_id: str | None = None, agent_id: str | None = None
-    ) -> None:
-        """Async version of `set_persona`."""
-        await _in_thread(self.set_persona, text, user_id=user_id, agent_id=agent_id)
-
-    async def aget_persona(
-        self, *, user_id: str | None = None, agent_id: str | None = None
-    ) -> str | None:
-        """Async version of `get_persona`."""
-        return await _in_thread(self.get_persona, user_id=user_id, agent_id=agent_id)
-
-    async def aupsert_scene(
-        self,
-        name: str,
-        *,
-        summary: str,
-        body: str,
-        heat: int | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-    ) -> SceneInfo:
-        """Async version of `upsert_scene`."""
-        return await _in_thread(
-            self.upsert_scene,
-            name,
-            summary=summary,
-            body=body,
-            heat=heat,
-            user_id=user_id,
-            agent_id=agent_id,
-        )
-
-    async def alist_scenes(
-        self, *, user_id: str | None = None, agent_id: str | None = None
-    ) -> list[SceneInfo]:
-        """Async version of `list_scenes`."""
-        return await _in_thread(self.list_scenes, user_id=user_id, agent_id=agent_id)
-
-    async def aread_scene(
-        self, name: str, *, user_id: str | None = None, agent_id: str | None = None
-    ) -> SceneBlock | None:
-        """Async version of `read_scene`."""
-        return await _in_thread(self.read_scene, name, user_id=user_id, agent_id=agent_id)
-
-    async def adelete_scene(
-        self, name: str, *, user_id: str | None = None, agent_id: str | None = None
-    ) -> bool:
-        """Async version of `delete_scene`."""
-        return await _in_thread(self.delete_scene, name, user_id=user_id, agent_id=agent_id)
-
-    async def astats(
-        self, *, user_id: str | None = None, agent_id: str | None = None
-    ) -> StoreStats:
-        """Async version of `stats`."""
-        return await _in_thread(self.stats, user_id=user_id, agent_id=agent_id)
-
-    async def apreload(self, *, user_id: str | None = None, agent_id: str | None = None) -> None:
-        """Async version of `preload`."""
-        await _in_thread(self.preload, user_id=user_id, agent_id=agent_id)
-
-    async def areindex(self, *, show_progress: bool | None = None) -> int:
-        """Async version of `reindex`."""
-        return await _in_thread(self.reindex, show_progress=show_progress)
-
-    async def aflush(
-        self, *, timeout: float | None = None, show_progress: bool | None = None
-    ) -> bool:
-        """Async version of `flush`."""
-        return await _in_thread(self.flush, timeout=timeout, show_progress=show_progress)
-
-    async def aclose(self, *, timeout: float | None = None) -> None:
-        """Async version of `close`."""
-        await _in_thread(self.close, timeout=timeout)
-
-    async def asearch_memories(
-        self,
-        query: str,
-        *,
-        limit: int = 5,
-        type: MemoryType | None = None,
-        scene: str | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        min_score: float | None = None,
-    ) -> list[MemoryHit]:
-        """Async version of `search_memories`."""
-        return await _in_thread(
-            self.search_memories,
-            query,
-            limit=limit,
-            type=type,
-            scene=scene,
-            user_id=user_id,
-            agent_id=agent_id,
-            min_score=min_score,
-        )
-
-    async def asearch_conversations(
-        self,
-        query: str,
-        *,
-        limit: int = 5,
-        session_key: str | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        min_score: float | None = None,
-    ) -> list[MessageHit]:
-        """Async version of `search_conversations`."""
-        return await _in_thread(
-            self.search_conversations,
-            query,
-            limit=limit,
-            session_key=session_key,
-            user_id=user_id,
-            agent_id=agent_id,
-            min_score=min_score,
-        )
-
-    async def aimport_upstream(
-        self,
-        data_dir: str | os.PathLike[str],
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        show_progress: bool | None = None,
-    ) -> ImportReport:
-        """Async version of `import_upstream`."""
-        return await _in_thread(
-            self.import_upstream,
-            data_dir,
-            user_id=user_id,
-            agent_id=agent_id,
-            show_progress=show_progress,
-        )
-
     # -- memory formation (formation/) ---------------------------------------------------------
 
     def _start_formation(self, model: BaseChatModel | str | None, callbacks: Callbacks) -> None:
         """Build the formation scheduler when a chat model is configured, and resume work."""
-        cfg = self.config
-        chosen = model if model is not None else cfg.extraction.model
-        if chosen is None or not cfg.extraction.enabled:
-            return
-        if self._store.read_only:
-            if model is not None:
-                msg = (
-                    "extraction_model needs a writable store: memory formation writes memories; "
-                    "open the store without read_only=True to form memories"
-                )
-                raise ConfigError(msg)
-            logger.info("memory formation is off: this store was opened read-only")
-            return
-        from langchain_tdai_recall.formation._llm import resolve_chat_model  # noqa: PLC0415
-        from langchain_tdai_recall.formation.pipeline import FormationEngine  # noqa: PLC0415
-        from langchain_tdai_recall.formation.scheduler import (  # noqa: PLC0415
-            FormationScheduler,
-        )
+        from langchain_tdai_recall.formation.control import start_formation  # noqa: PLC0415
 
-        engine = FormationEngine(
+        scheduler = start_formation(
             store=self._store,
             searcher=self._searcher,
-            config=cfg,
+            config=self.config,
             upkeep=self._upkeep,
-            model=resolve_chat_model(chosen),
-            scene_model=resolve_chat_model(cfg.persona.model) if cfg.persona.model else None,
+            model=model,
             callbacks=callbacks,
         )
-        self._formation_slot.append(FormationScheduler(engine))
-        self._formation_slot[0].resume()
+        if scheduler is not None:
+            self._formation_slot.append(scheduler)
+            scheduler.resume()
 
     def memory_manager(self) -> MemoryManager:
         """The writer behind `tdai_manage_memory`, built once on first use (for the tools)."""
@@ -1525,39 +1071,16 @@ class TdaiMemory:
             ConfigError: If no chat model is configured.
         """
         formation = self._require_formation()
-        _check_flag("all_scopes", all_scopes)
-        _check_flag("show_progress", show_progress, optional=True)
+        check_flag("all_scopes", all_scopes)
+        check_flag("show_progress", show_progress, optional=True)
         check_optional_str("session_key", session_key)
         scope = self.scope(user_id, agent_id)
         self._writer.flush(self._close_timeout)  # captured turns first (bounded: a locked store)
-        records = formation.engine.records
-        if all_scopes:
-            targets = formation.pending_targets()
-        else:
-            scope_id = records.scope_id(scope)
-            targets = [] if scope_id is None else [(scope_id, scope)]
-        from langchain_tdai_recall._progress import progress  # noqa: PLC0415
+        from langchain_tdai_recall.formation.control import extract_now  # noqa: PLC0415
 
-        key = None if all_scopes else session_key
-        total = sum(p.messages for sid, _ in targets for p in records.pending(sid, key))
-        with progress(total, desc="forming memories", enabled=show_progress) as bar:
-            return formation.extract(targets, session_key=key, config=config, progress=bar.update)
-
-    async def aextract(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_key: str | None = None,
-        all_scopes: bool = False,
-        show_progress: bool | None = None,
-        config: RunnableConfig | None = None,
-    ) -> ExtractionReport:
-        """Async version of `extract`."""
-        return await _in_thread(
-            self.extract,
-            user_id=user_id,
-            agent_id=agent_id,
+        return extract_now(
+            formation,
+            scope,
             session_key=session_key,
             all_scopes=all_scopes,
             show_progress=show_progress,
@@ -1609,12 +1132,6 @@ class TdaiMemory:
                 scope.agent_id,
             )
         return versions
-
-    async def ahistory(
-        self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None
-    ) -> list[MemoryVersion]:
-        """Async version of `history`."""
-        return await _in_thread(self.history, memory_id, user_id=user_id, agent_id=agent_id)
 
     # -- integrations -------------------------------------------------------------------------
 
@@ -1853,10 +1370,30 @@ class TdaiMemory:
             self, data_dir, user_id=user_id, agent_id=agent_id, show_progress=show_progress
         )
 
+    # -- async twins: each runs its sync version on a worker thread (`_async_api`) ------------
 
-async def _in_thread(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(None, functools.partial(func, *args, **kwargs))
+    aadd_memory = async_twin(add_memory)
+    aadd_memories = async_twin(add_memories)
+    aget_memory = async_twin(get_memory)
+    adelete_memory = async_twin(delete_memory)
+    alist_memories = async_twin(list_memories)
+    arecord_messages = async_twin(record_messages)
+    aset_persona = async_twin(set_persona)
+    aget_persona = async_twin(get_persona)
+    aupsert_scene = async_twin(upsert_scene)
+    alist_scenes = async_twin(list_scenes)
+    aread_scene = async_twin(read_scene)
+    adelete_scene = async_twin(delete_scene)
+    asearch_memories = async_twin(search_memories)
+    asearch_conversations = async_twin(search_conversations)
+    astats = async_twin(stats)
+    apreload = async_twin(preload)
+    areindex = async_twin(reindex)
+    aflush = async_twin(flush)
+    aclose = async_twin(close)
+    aextract = async_twin(extract)
+    ahistory = async_twin(history)
+    aimport_upstream = async_twin(import_upstream)
 
 
 _SATISFIES_HOST: type[MemoryHost] = TdaiMemory

@@ -3,7 +3,8 @@
 Recall runs on a worker thread and the caller waits at most `recall.timeout_ms` for it, in sync
 and async use alike. Past the deadline the caller gets `None` (nothing is injected) and one
 WARNING; the late result is discarded. A backend failure is handled the same way unless
-`recall.on_error="raise"`.
+`recall.on_error="raise"`, and a failed reranker leaves the fused order: the package's one
+failure policy (`_failure`) decides and logs both.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from langchain_tdai_recall._failure import log_failure, report_failure, report_timeout
 from langchain_tdai_recall.config import TdaiConfig
-from langchain_tdai_recall.errors import RecallTimeoutError
 from langchain_tdai_recall.recall.gate import injected
 from langchain_tdai_recall.recall.prompt import (
     detect_language,
@@ -54,6 +55,9 @@ if TYPE_CHECKING:
 __all__ = ["MIN_QUERY_CHARS", "RecallEngine"]
 
 logger = logging.getLogger(__name__)
+
+_NOTHING_INJECTED: Final = "skipping memory injection for this turn"
+"""What a failed recall costs the turn (the failure policy's log line says it)."""
 
 MIN_QUERY_CHARS = 2
 """Cleaned text shorter than this many code points skips the L1 search."""
@@ -145,9 +149,9 @@ class RecallEngine:
             return future.result(timeout=cfg.timeout_ms / 1000)
         except FutureTimeout:
             future.cancel()
-            self._timed_out()
+            report_timeout(cfg.timeout_ms, on_error=cfg.on_error)
         except Exception as exc:
-            self._failed(exc)
+            report_failure(exc, action="recall", on_error=cfg.on_error, degraded=_NOTHING_INJECTED)
         return None
 
     async def arecall(
@@ -165,30 +169,10 @@ class RecallEngine:
         try:
             return await asyncio.wait_for(future, timeout=cfg.timeout_ms / 1000)
         except TimeoutError:
-            self._timed_out()
+            report_timeout(cfg.timeout_ms, on_error=cfg.on_error)
         except Exception as exc:
-            self._failed(exc)
+            report_failure(exc, action="recall", on_error=cfg.on_error, degraded=_NOTHING_INJECTED)
         return None
-
-    def _timed_out(self) -> None:
-        """Log the timeout once; raise it under `on_error="raise"`."""
-        timeout_ms = self.config.recall.timeout_ms
-        logger.warning(
-            "recall exceeded recall.timeout_ms=%d; skipping memory injection for this turn",
-            timeout_ms,
-        )
-        if self.config.recall.on_error == "raise":
-            raise RecallTimeoutError(timeout_ms)
-
-    def _failed(self, exc: Exception) -> None:
-        """Log a backend failure; re-raise it under `on_error="raise"`."""
-        if self.config.recall.on_error == "raise":
-            raise exc
-        # the message may carry a user id or memory text: only its type above DEBUG
-        logger.warning(
-            "recall failed (%s); skipping memory injection for this turn", type(exc).__name__
-        )
-        logger.debug("recall failure: %s", exc)
 
     # -- the work -----------------------------------------------------------------------------
 
@@ -351,8 +335,7 @@ class RecallEngine:
                 None,
             )
         except Exception as exc:  # the reranker must never break recall
-            logger.warning("reranker failed (%s); injecting the fused order", type(exc).__name__)
-            logger.debug("reranker failure: %s", exc)
+            log_failure(exc, action="reranker", degraded="injecting the fused order")
             return None, f"reranker failed: {type(exc).__name__}: {exc}"
 
     def _block(

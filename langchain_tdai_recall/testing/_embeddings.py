@@ -1,63 +1,20 @@
 """Deterministic, offline embedders for tests: a hash embedder and wrappers that are slow or fail.
 
 `HashEmbeddings` makes texts that share words or CJK characters similar, so keyword-ish
-semantics work without a model download; the wrappers exercise timeouts and degradation.
+semantics work without a model download (it is defined in `_hash_embeddings`, below
+`embeddings`, which rebuilds it from a store's recorded identity); the wrappers exercise
+timeouts and degradation.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 import time
-import unicodedata
-from typing import Final
 
-import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from langchain_tdai_recall._hash_embeddings import HashEmbeddings
+
 __all__ = ["FailingEmbeddings", "HashEmbeddings", "SlowEmbeddings"]
-
-_FEATURE_RE: Final = re.compile(r"[\u3400-\u9fff\uac00-\ud7af\u3040-\u30ff]|[^\W_]+")
-
-
-class HashEmbeddings(Embeddings):
-    """Deterministic bag-of-features embedder.
-
-    Lower-cased words and single CJK characters are hashed (blake2b) into `dims` signed buckets,
-    and the vector is L2-normalised.
-
-    Example:
-        ```python
-        emb = HashEmbeddings(dims=64)
-        assert emb.embed_query("hello") == emb.embed_query("hello")
-        ```
-    """
-
-    __test__ = False
-
-    def __init__(self, dims: int = 64) -> None:
-        if dims < 2:
-            msg = f"dims must be >= 2, got {dims!r}"
-            raise ValueError(msg)
-        self.dims = dims
-        self.identity = f"hash-embeddings-v1-{dims}"
-
-    def _embed(self, text: str) -> list[float]:
-        vec = np.zeros(self.dims, dtype=np.float64)
-        for feature in _FEATURE_RE.findall(unicodedata.normalize("NFKC", text).lower()):
-            digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
-            value = int.from_bytes(digest, "little")
-            vec[value % self.dims] += 1.0 if (value >> 63) & 1 else -1.0
-        norm = float(np.linalg.norm(vec))
-        return (vec / norm).tolist() if norm else vec.tolist()
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed documents."""
-        return [self._embed(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        """Embed a query."""
-        return self._embed(text)
 
 
 class SlowEmbeddings(Embeddings):

@@ -7,7 +7,7 @@ shared with background formation, is `formation.manager.MemoryManager`'s; this m
 what the model sees (name, description, schema) and the tool around the manager.
 
 The tool is built on the memory tools' base (`tools._base`), so identity, the failure policy and
-the per-turn budget are the ones of `_turn.py`: the scope comes from the run
+the per-turn budget are the ones of `_turn`: the scope comes from the run
 (`runtime.context`, then `config["configurable"]`), then the arguments given here, and no call
 can reach another scope; its calls are counted per turn like the search tools', against their
 own cap `tools.max_manage_calls_per_turn` (the search cap is unchanged), and a refused call is

@@ -22,7 +22,12 @@ from langchain_tdai_recall.types import Scope
 _PACKAGE = Path(langchain_tdai_recall.__file__).parent
 _ADAPTERS = (
     "_host.py",
-    "_turn.py",
+    "_turn/__init__.py",
+    "_turn/identity.py",
+    "_turn/message.py",
+    "_turn/recall.py",
+    "_turn/budget.py",
+    "_turn/report.py",
     "_recall_run.py",
     "middleware.py",
     "lcel.py",

@@ -106,7 +106,7 @@ def test_tools_outside_a_turn_warn_once(
     mem: TdaiMemory, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without the turn wrapper the budget never resets and nothing is recorded: say so, once."""
-    turn_module = sys.modules.get("langchain_tdai_recall._turn")  # loaded by the legacy module
+    turn_module = sys.modules.get("langchain_tdai_recall._turn.budget")  # loaded by legacy.py
     if turn_module is not None:  # forget a warning an earlier test may have triggered
         monkeypatch.setattr(turn_module, "_OUTSIDE_TURN_WARNED", threading.Event())
     model = FakeToolCallingChatModel(script=[[SEARCH, SEARCH], "one", [SEARCH, SEARCH], "two"])

@@ -1,0 +1,120 @@
+"""Searches as result objects: `search_memories` and `search_conversations` behind the facade.
+
+A search ranks like recall (`recall.search.Searcher`) but gates differently: instead of the
+injection gate it keeps the best `limit` hits whose relevance reaches a low floor
+(`tools.min_score`, or the caller's `min_score`). The ranked rows are then loaded in one read and
+assembled into the public `MemoryHit` / `MessageHit` values, dropping any row deleted between the
+search and the read. The memory tools and the retriever reach these through the facade.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, cast
+
+from langchain_tdai_recall._records import check_int, clean_text, shown
+from langchain_tdai_recall.config import TdaiConfig
+from langchain_tdai_recall.errors import ConfigError
+from langchain_tdai_recall.recall.search import RankedHit, Searcher
+from langchain_tdai_recall.stores.base import BaseMemoryStore
+from langchain_tdai_recall.text.clean import clean_query, content_text
+from langchain_tdai_recall.types import MemoryHit, MemoryType, MessageHit, Scope
+
+__all__ = ["HitSearch"]
+
+
+class HitSearch:
+    """The scope searches of the public API, from the query to the hits it returns."""
+
+    def __init__(self, store: BaseMemoryStore, searcher: Searcher, config: TdaiConfig) -> None:
+        self._store = store
+        self._searcher = searcher
+        self._config = config
+
+    def memories(
+        self,
+        scope: Scope,
+        query: object,
+        *,
+        limit: object,
+        min_score: object,
+        kind: MemoryType | None,
+        scene: str | None,
+    ) -> list[MemoryHit]:
+        """The best L1 memories of `scope` for `query` (arguments as `search_memories` takes)."""
+        hits = self._ranked(scope, "l1", query, limit, min_score, kind=kind, group=scene or None)
+        records = self._store.memories_by_ref(scope, [h.rowid for h in hits])
+        return [
+            MemoryHit(
+                id=rec.id,
+                content=rec.content,
+                type=rec.type,
+                scene_name=rec.scene_name,
+                priority=rec.priority,
+                score=h.score,
+                keyword_score=h.keyword_score,
+                embedding_score=h.embedding_score,
+                record=rec,
+            )
+            for h in hits
+            if (rec := records.get(h.rowid)) is not None
+        ]
+
+    def messages(
+        self,
+        scope: Scope,
+        query: object,
+        *,
+        limit: object,
+        min_score: object,
+        session_key: str | None,
+    ) -> list[MessageHit]:
+        """The best L0 messages of `scope` (one session when given) for `query`."""
+        hits = self._ranked(
+            scope, "l0", query, limit, min_score, group=session_key, exact_group=True
+        )
+        records = self._store.messages_by_ref(scope, [h.rowid for h in hits])
+        return [
+            MessageHit(
+                id=rec.id,
+                role=rec.role,
+                content=rec.content,
+                session_key=rec.session_key,
+                recorded_at=rec.recorded_at,
+                score=h.score,
+                keyword_score=h.keyword_score,
+                embedding_score=h.embedding_score,
+            )
+            for h in hits
+            if (rec := records.get(h.rowid)) is not None
+        ]
+
+    def _ranked(
+        self,
+        scope: Scope,
+        layer: Literal["l1", "l0"],
+        query: object,
+        limit: object,
+        min_score: object,
+        **filters: Any,
+    ) -> list[RankedHit]:
+        """Validate, clean the query, rank it like recall and keep the best hits above the floor."""
+        check_int("limit", limit, low=1, high=100)
+        floor = self._config.tools.min_score if min_score is None else min_score
+        if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1:
+            msg = f"min_score must be a number in 0..1 or None, got {shown(min_score)}"
+            raise ConfigError(msg)
+        if query is not None and not isinstance(query, str | list | tuple):
+            msg = f"query must be a string, got {type(query).__name__} {query!r:.60}"
+            raise ConfigError(msg)
+        text = clean_query(clean_text(content_text(query)))
+        if not text:
+            return []
+        outcome = self._searcher.search(
+            scope,
+            layer,
+            text,
+            limit=cast("int", limit),
+            strategy=self._config.recall.strategy,
+            **filters,
+        )
+        return outcome.top(cast("int", limit), float(floor))
