@@ -36,8 +36,6 @@ from langchain_tdai_recall.stores.formation import (
     SessionState,
     Upsert,
 )
-from langchain_tdai_recall.stores.history import versions_of_current
-from langchain_tdai_recall.stores.local._history import versions
 from langchain_tdai_recall.stores.local._sqlite import _MEMORY_COLS, SqliteRecords
 from langchain_tdai_recall.stores.records import memory_from_row
 from langchain_tdai_recall.types import Change, MemoryRecord, MemoryVersion, Scope
@@ -466,8 +464,4 @@ class FormationRecords(BaseFormationState):
 
     def history(self, scope_id: int, memory_id: str, scope: Scope) -> list[MemoryVersion]:
         """Every version of a memory, oldest first (the current row last)."""
-        current = self.db.get_memory(scope_id, memory_id, scope)
-        if not self.db.has_formation_tables:  # a read-only open of an older store
-            return [] if current is None else versions_of_current(current)
-        with self.db.reading() as conn:
-            return versions(conn, scope_id, memory_id, scope, current)
+        return self.db.memory_history(scope_id, memory_id, scope)

@@ -40,7 +40,8 @@ from langchain_tdai_recall.errors import (
     StoreReadOnlyError,
     StoreWriteError,
 )
-from langchain_tdai_recall.stores.local._history import record_version
+from langchain_tdai_recall.stores.history import versions_of_current
+from langchain_tdai_recall.stores.local._history import record_version, versions
 from langchain_tdai_recall.stores.records import (
     L0_CONTEXT_CHARS,
     MEMORY_COLUMNS,
@@ -53,7 +54,14 @@ from langchain_tdai_recall.stores.records import (
     message_from_row,
 )
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
-from langchain_tdai_recall.types import Change, MemoryRecord, MemoryType, MessageRecord, Scope
+from langchain_tdai_recall.types import (
+    Change,
+    MemoryRecord,
+    MemoryType,
+    MemoryVersion,
+    MessageRecord,
+    Scope,
+)
 
 __all__ = [
     "DB_FILENAME",
@@ -226,6 +234,23 @@ _CORRUPT: Final = 11
 _FULL: Final = 13
 _CANTOPEN: Final = 14
 _NOTADB: Final = 26
+
+
+_COPY_MEMORY: Final = """
+    INSERT INTO memories (scope_id, id, content, type, scene_name, priority,
+        activity_start_time, activity_end_time, timestamp, session_key, source_message_ids,
+        created_at, updated_at, generation, embedder, vector, content_key)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (scope_id, id) DO UPDATE SET
+        content = excluded.content, type = excluded.type, scene_name = excluded.scene_name,
+        priority = excluded.priority, activity_start_time = excluded.activity_start_time,
+        activity_end_time = excluded.activity_end_time, timestamp = excluded.timestamp,
+        session_key = excluded.session_key, source_message_ids = excluded.source_message_ids,
+        created_at = excluded.created_at, updated_at = excluded.updated_at,
+        generation = excluded.generation, embedder = excluded.embedder, vector = excluded.vector,
+        content_key = excluded.content_key
+"""
+"""A memory copied from another store: every field as it was, replacing a row of its id."""
 
 
 def _agent_key(agent_id: str | None) -> str:
@@ -822,6 +847,14 @@ class SqliteRecords:
         )
         return True
 
+    def memory_history(self, scope_id: int, memory_id: str, scope: Scope) -> list[MemoryVersion]:
+        """Every version of a memory, oldest first (the current row last)."""
+        current = self.get_memory(scope_id, memory_id, scope)
+        if not self.has_formation_tables:  # a read-only open of an older store
+            return [] if current is None else versions_of_current(current)
+        with self._read() as conn:
+            return versions(conn, scope_id, memory_id, scope, current)
+
     def list_memories(
         self,
         scope_id: int,
@@ -948,6 +981,108 @@ class SqliteRecords:
                 ).fetchall()
             out.update((int(r[0]), message_from_row(r, scope)) for r in rows)
         return out
+
+    # -- copying a store ----------------------------------------------------------------------
+
+    def export_memories(
+        self, scope_id: int, scope: Scope, *, after: int, limit: int
+    ) -> list[MemoryRow]:
+        """A page of a scope's memory rows in reference order, with vectors."""
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_MEMORY_COLS}, embedder, vector FROM memories "
+                "WHERE scope_id = ? AND rowid > ? ORDER BY rowid LIMIT ?",
+                (scope_id, after, limit),
+            ).fetchall()
+        return [MemoryRow(int(r[0]), memory_from_row(r, scope), r[-2], r[-1]) for r in rows]
+
+    def export_messages(
+        self, scope_id: int, scope: Scope, *, after: int, limit: int
+    ) -> list[MessageRow]:
+        """A page of a scope's message rows in reference order, with context and vectors."""
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_MESSAGE_COLS}, {self._context_column}, embedder, vector FROM messages "
+                "WHERE scope_id = ? AND rowid > ? ORDER BY rowid LIMIT ?",
+                (scope_id, after, limit),
+            ).fetchall()
+        return [
+            MessageRow(int(r[0]), message_from_row(r, scope), r[-2], r[-1], context=str(r[-3]))
+            for r in rows
+        ]
+
+    def import_memories(self, scope_id: int, rows: Sequence[MemoryRow]) -> int:
+        """Write copied memory rows as they are; returns how many were written.
+
+        A memory already copied (same id, `updated_at` and vector embedder) is skipped, so an
+        interrupted copy resumes cheaply.
+        """
+        written = 0
+        with self._write() as conn:
+            gen = self._bump(conn, scope_id)
+            for row in rows:
+                rec = row.record
+                has_vector = bool(row.vector) and row.embedder is not None
+                embedder = row.embedder if has_vector else None
+                found = conn.execute(
+                    "SELECT updated_at, embedder FROM memories WHERE scope_id = ? AND id = ?",
+                    (scope_id, rec.id),
+                ).fetchone()
+                if found is not None and (found[0], found[1]) == (rec.updated_at, embedder):
+                    continue
+                conn.execute(
+                    _COPY_MEMORY,
+                    (
+                        scope_id,
+                        rec.id,
+                        rec.content,
+                        rec.type,
+                        rec.scene_name,
+                        rec.priority,
+                        rec.activity_start_time,
+                        rec.activity_end_time,
+                        rec.timestamp,
+                        rec.session_key,
+                        json.dumps(list(rec.source_message_ids), ensure_ascii=False),
+                        rec.created_at,
+                        rec.updated_at,
+                        gen,
+                        embedder,
+                        row.vector if has_vector else None,
+                        content_fingerprint(rec.content),
+                    ),
+                )
+                written += 1
+        return written
+
+    def import_messages(self, scope_id: int, rows: Sequence[MessageRow]) -> int:
+        """Write copied message rows as they are (ids already stored are skipped)."""
+        written = 0
+        with self._write() as conn:
+            gen = self._bump(conn, scope_id)
+            for row in rows:
+                rec = row.record
+                has_vector = bool(row.vector) and row.embedder is not None
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO messages (scope_id, id, role, content, session_key, "
+                    "session_id, recorded_at, context, generation, embedder, vector) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        scope_id,
+                        rec.id,
+                        rec.role,
+                        rec.content,
+                        rec.session_key,
+                        rec.session_id,
+                        rec.recorded_at,
+                        row.context,
+                        gen,
+                        row.embedder if has_vector else None,
+                        row.vector if has_vector else None,
+                    ),
+                )
+                written += cur.rowcount
+        return written
 
     # -- shared -------------------------------------------------------------------------------
 

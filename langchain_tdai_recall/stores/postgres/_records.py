@@ -474,12 +474,21 @@ class PostgresRecords:
 
     # -- L0 messages ----------------------------------------------------------------------------
 
-    def insert_messages(self, scope_id: int, records: Sequence[MessageRecord]) -> int:
+    def insert_messages(
+        self,
+        scope_id: int,
+        records: Sequence[MessageRecord],
+        *,
+        busy_timeout_ms: int | None = None,
+    ) -> int:
         """Insert messages; ids already in the scope (or earlier in the batch) are skipped.
 
         Each new message records the end of the message before it in its session (from this
         batch, else the last one stored) as its context. Returns how many were new.
+        `busy_timeout_ms` is accepted for the interface; the wait for other writers is bounded
+        by the store's `timeout_ms` (PostgreSQL `lock_timeout`).
         """
+        del busy_timeout_ms
         with self.db.transaction("write messages") as conn:
             gen = bump(conn, scope_id)  # also locks the scope: the reads below stay true
             ids = list(dict.fromkeys(pg_text(r.id) or "" for r in records))
