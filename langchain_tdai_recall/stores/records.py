@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from langchain_tdai_recall.types import MemoryRecord, MessageRecord, Scope
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from langchain_tdai_recall.types import MemoryType, MemoryVersion
+    from langchain_tdai_recall.types import Change, MemoryType, MemoryVersion
 
 __all__ = [
     "L0_CONTEXT_CHARS",
@@ -35,6 +35,7 @@ __all__ = [
     "MessageRow",
     "PendingVector",
     "RecordBackend",
+    "RowWriter",
     "memory_from_row",
     "message_from_row",
 ]
@@ -323,4 +324,51 @@ class RecordBackend(Protocol):
 
     def drop_vectors(self, embedder: str, *, keep_dimension: int) -> int:
         """Forget `embedder`'s vectors of another dimension; returns how many rows were reset."""
+        ...
+
+
+class RowWriter(RecordBackend, Protocol):
+    """A `RecordBackend` with the row primitives that run inside a caller's transaction.
+
+    Memory formation's commit (`stores.formation.SqlFormationState`) composes them, with its own
+    state, into one transaction. `conn` is the backend's connection inside that transaction.
+    """
+
+    def bump(self, conn: Any, scope_id: int) -> int:
+        """Advance a scope's generation (locking the scope); returns the new one."""
+        ...
+
+    def find_duplicate(self, conn: Any, scope_id: int, rec: MemoryRecord) -> MemoryRecord | None:
+        """The scope's memory whose text is an exact duplicate of `rec`'s, or `None`."""
+        ...
+
+    def write_memory_row(
+        self,
+        conn: Any,
+        scope_id: int,
+        gen: int,
+        rec: MemoryRecord,
+        *,
+        actor: str,
+        embedder: str | None = None,
+        vector: npt.NDArray[np.float32] | None = None,
+        change: Change = "update",
+        related: Sequence[str] = (),
+    ) -> MemoryRecord:
+        """Insert or update one row; its replaced version goes to the history as `change`."""
+        ...
+
+    def delete_memory_row(
+        self,
+        conn: Any,
+        scope_id: int,
+        gen: int,
+        memory_id: str,
+        *,
+        actor: str,
+        at: str,
+        change: Change = "delete",
+        related: Sequence[str] = (),
+    ) -> bool:
+        """Delete one row; its last version goes to the history. Whether it existed."""
         ...

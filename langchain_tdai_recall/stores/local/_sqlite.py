@@ -40,8 +40,9 @@ from langchain_tdai_recall.errors import (
     StoreReadOnlyError,
     StoreWriteError,
 )
+from langchain_tdai_recall.stores._sql.dialect import Dialect, utc_now
+from langchain_tdai_recall.stores._sql.history import read_versions, record_version, snapshot_of
 from langchain_tdai_recall.stores.history import versions_of_current
-from langchain_tdai_recall.stores.local._history import record_version, versions
 from langchain_tdai_recall.stores.records import (
     L0_CONTEXT_CHARS,
     MEMORY_COLUMNS,
@@ -65,6 +66,7 @@ from langchain_tdai_recall.types import (
 
 __all__ = [
     "DB_FILENAME",
+    "SQLITE",
     "Layer",
     "MemoryRow",
     "MessageRow",
@@ -73,6 +75,9 @@ __all__ = [
 ]
 
 DB_FILENAME: Final = "memory.sqlite3"
+
+SQLITE: Final = Dialect(prefix="", mark="?")
+"""The statements shared with PostgreSQL, as SQLite reads them."""
 
 
 BUSY_TIMEOUT_MS: Final = 10_000
@@ -710,7 +715,7 @@ class SqliteRecords:
         *,
         actor: str,
         embedder: str | None = None,
-        vector: bytes | None = None,
+        vector: npt.NDArray[np.float32] | None = None,
         change: Change = "update",
         related: Sequence[str] = (),
     ) -> MemoryRecord:
@@ -721,14 +726,12 @@ class SqliteRecords:
         content) is stored with the row; without one, an unchanged text keeps its vector and a
         changed one waits for the vector upkeep.
         """
-        row = conn.execute(
-            "SELECT created_at FROM memories WHERE scope_id = ? AND id = ?",
-            (scope_id, rec.id),
-        ).fetchone()
-        created = str(row[0]) if row else rec.created_at
-        if row:
+        old = snapshot_of(conn, SQLITE, scope_id, rec.id)
+        created = str(old["created_at"]) if old is not None else rec.created_at
+        if old is not None:
             record_version(
                 conn,
+                SQLITE,
                 scope_id,
                 rec.id,
                 change=change,
@@ -736,6 +739,7 @@ class SqliteRecords:
                 at=rec.updated_at,
                 related=related,
                 replacement=rec,
+                old=old,
             )
         given = vector is not None and embedder is not None
         conn.execute(
@@ -775,7 +779,7 @@ class SqliteRecords:
                 rec.updated_at,
                 gen,
                 embedder if given else None,
-                vector if given else None,
+                np.asarray(vector, dtype=np.float32).tobytes() if given else None,
                 content_fingerprint(rec.content),
             ),
         )
@@ -811,7 +815,7 @@ class SqliteRecords:
     ) -> int:
         """Delete by id (each deleted version is kept in the history); returns how many existed."""
         deleted = 0
-        at = _utc_now()
+        at = utc_now()
         with self._write() as conn:
             gen = self._bump(conn, scope_id)
             for memory_id in memory_ids:
@@ -834,7 +838,7 @@ class SqliteRecords:
     ) -> bool:
         """Delete one row inside the caller's transaction; its last version goes to the history."""
         if not record_version(
-            conn, scope_id, memory_id, change=change, actor=actor, at=at, related=related
+            conn, SQLITE, scope_id, memory_id, change=change, actor=actor, at=at, related=related
         ):
             return False
         row = conn.execute(
@@ -853,7 +857,7 @@ class SqliteRecords:
         if not self.has_formation_tables:  # a read-only open of an older store
             return [] if current is None else versions_of_current(current)
         with self._read() as conn:
-            return versions(conn, scope_id, memory_id, scope, current)
+            return read_versions(conn, SQLITE, scope_id, memory_id, scope=scope, current=current)
 
     def list_memories(
         self,
@@ -1256,9 +1260,3 @@ class SqliteRecords:
                     )
                     reset += cur.rowcount
         return reset
-
-
-def _utc_now() -> str:
-    import datetime as dt  # noqa: PLC0415
-
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

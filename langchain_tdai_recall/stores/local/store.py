@@ -31,8 +31,8 @@ from langchain_tdai_recall.stores._index.snapshot import SnapshotCache, index_ca
 from langchain_tdai_recall.stores._scoped import ScopedStore
 from langchain_tdai_recall.stores.base import LAYERS, Ref
 from langchain_tdai_recall.stores.documents import DocumentStore, InMemoryDocuments
-from langchain_tdai_recall.stores.local import _transfer
 from langchain_tdai_recall.stores.local._documents import FileDocuments
+from langchain_tdai_recall.stores.local._formation import LocalFormationState
 from langchain_tdai_recall.stores.local._sqlite import PendingVector, SqliteRecords
 from langchain_tdai_recall.text.tokenize import Tokenizer
 from langchain_tdai_recall.types import Scope
@@ -139,7 +139,7 @@ class MemoryStore(ScopedStore):
             embedder_id=embedder_id,
             read_only=read_only,
         )
-        self.formation = _transfer.LocalFormationState(self._db)
+        self.formation = LocalFormationState(self._db)
         """Memory formation's cursors, leases, scene queue and atomic commits (its scope ids
         are those of this store)."""
 

@@ -15,7 +15,6 @@ connection's `vector` loader), the form the index reads.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import threading
 from collections.abc import Sequence
@@ -26,8 +25,9 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
+from langchain_tdai_recall.stores._sql.dialect import Dialect, utc_now
+from langchain_tdai_recall.stores._sql.history import read_versions, record_version, snapshot_of
 from langchain_tdai_recall.stores.postgres._connection import Database
-from langchain_tdai_recall.stores.postgres._history import record_version, snapshot_of, versions
 from langchain_tdai_recall.stores.records import (
     L0_CONTEXT_CHARS,
     MEMORY_COLUMNS,
@@ -49,7 +49,7 @@ from langchain_tdai_recall.types import (
     Scope,
 )
 
-__all__ = ["PostgresRecords", "pg_text"]
+__all__ = ["POSTGRES", "PostgresRecords", "pg_text"]
 
 _TABLE: Final[dict[Layer, str]] = {"l1": "tdai_memories", "l0": "tdai_messages"}
 _MEMORY_COLS: Final = ", ".join(f'"{c}"' if c == "timestamp" else c for c in MEMORY_COLUMNS)
@@ -112,10 +112,6 @@ def _vector_or_none(blob: bytes | None, embedder: str | None) -> npt.NDArray[np.
     return np.frombuffer(blob, dtype="<f4").astype(np.float32)
 
 
-def _utc_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _memory_params(scope_id: int, rec: MemoryRecord, gen: int) -> tuple[object, ...]:
     """The first 14 columns of a memory row (up to `generation`)."""
     return (
@@ -143,6 +139,20 @@ def pg_text(text: str | None) -> str | None:
     return text.replace("\x00", "\ufffd")
 
 
+POSTGRES: Final = Dialect(
+    prefix="tdai_",
+    mark="%s",
+    text=pg_text,
+    arrays=True,
+    for_update=" FOR UPDATE",
+    collate_c=' COLLATE "C"',
+    distinct_from="IS DISTINCT FROM",
+    dimension="vector_dims(vector)",
+    memory_columns=_MEMORY_COLS,
+)
+"""The statements shared with SQLite, as PostgreSQL reads them."""
+
+
 def _agent_key(agent_id: str | None) -> str:
     return agent_id or ""
 
@@ -167,6 +177,11 @@ class PostgresRecords:
         self.db = db
         self._scope_cache: dict[tuple[str, str], int] = {}
         self._cache_lock = threading.Lock()
+
+    @staticmethod
+    def bump(conn: psycopg.Connection[Any], scope_id: int) -> int:
+        """Advance a scope's generation inside the caller's transaction (locking the scope)."""
+        return bump(conn, scope_id)
 
     # -- scopes ---------------------------------------------------------------------------------
 
@@ -330,11 +345,12 @@ class PostgresRecords:
         else an unchanged text keeps its vector and a changed one waits for the upkeep.
         """
         mid = pg_text(rec.id) or ""
-        old = snapshot_of(conn, scope_id, mid)
+        old = snapshot_of(conn, POSTGRES, scope_id, mid)
         created = str(old["created_at"]) if old is not None else rec.created_at
         if old is not None:
             record_version(
                 conn,
+                POSTGRES,
                 scope_id,
                 mid,
                 change=change,
@@ -371,7 +387,7 @@ class PostgresRecords:
         """Delete one row inside the caller's transaction; its last version goes to the history."""
         mid = pg_text(memory_id) or ""
         if not record_version(
-            conn, scope_id, mid, change=change, actor=actor, at=at, related=related
+            conn, POSTGRES, scope_id, mid, change=change, actor=actor, at=at, related=related
         ):
             return False
         row = conn.execute(
@@ -412,7 +428,7 @@ class PostgresRecords:
         self, scope_id: int, memory_ids: Sequence[str], *, actor: str = "api"
     ) -> int:
         """Delete by id (each deleted version is kept in the history); returns how many existed."""
-        at = _utc_now()
+        at = utc_now()
         with self.db.transaction("delete memories") as conn:
             gen = bump(conn, scope_id)
             return sum(
@@ -428,7 +444,9 @@ class PostgresRecords:
                 (scope_id, pg_text(memory_id)),
             ).fetchone()
             current = memory_from_row(row, scope) if row else None
-            return versions(conn, scope_id, pg_text(memory_id) or "", scope, current)
+            return read_versions(
+                conn, POSTGRES, scope_id, pg_text(memory_id) or "", scope=scope, current=current
+            )
 
     def list_memories(
         self,
