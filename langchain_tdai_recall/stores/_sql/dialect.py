@@ -3,9 +3,10 @@
 The two SQL backends keep the same tables under the same column names and mean the same by every
 statement; what differs is small and listed here: PostgreSQL's tables carry a `tdai_` prefix,
 its parameters are `%s` (SQLite's `?`), a text cannot hold NUL, a list binds as one array, rows
-are locked with `FOR UPDATE`, text is ordered by `COLLATE "C"` (SQLite's default), and a
-vector's dimension is read with `vector_dims`. Shared statements are written in SQLite's
-spelling with `{p}` before each table name; `Dialect.sql` turns one into the backend's own.
+are locked with `FOR UPDATE`, text is ordered by `COLLATE "C"` (SQLite's default), "no limit"
+is `NULL` (SQLite's `-1`), and a vector's dimension is read with `vector_dims`. Shared
+statements are written in SQLite's spelling with `{p}` before each table name; `Dialect.sql`
+turns one into the backend's own.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class Dialect:
     """The null-safe "differs from" operator."""
     dimension: str = "length(vector) / 4"
     """The dimension of the stored vector `vector`."""
+    no_limit: int | None = -1
+    """The `LIMIT` parameter that means no limit."""
     memory_columns: str = ", ".join(MEMORY_COLUMNS)
     """`records.MEMORY_COLUMNS` as a select list (`memory_from_row` reads it)."""
     _cache: dict[str, str] = field(default_factory=dict, compare=False, repr=False)

@@ -29,7 +29,7 @@ from typing import Any
 
 from langchain_tdai_recall.stores._sql.formation import SqlFormationState, may_take_lease
 from langchain_tdai_recall.stores.formation import LeaseOwner
-from langchain_tdai_recall.stores.local._sqlite import SQLITE, SqliteRecords
+from langchain_tdai_recall.stores.local._records import SQLITE, SqliteRecords
 
 __all__ = ["LocalFormationState"]
 

@@ -33,7 +33,7 @@ from langchain_tdai_recall.stores.base import LAYERS, Ref
 from langchain_tdai_recall.stores.documents import DocumentStore, InMemoryDocuments
 from langchain_tdai_recall.stores.local._documents import FileDocuments
 from langchain_tdai_recall.stores.local._formation import LocalFormationState
-from langchain_tdai_recall.stores.local._sqlite import PendingVector, SqliteRecords
+from langchain_tdai_recall.stores.local._records import PendingVector, SqliteRecords
 from langchain_tdai_recall.text.tokenize import Tokenizer
 from langchain_tdai_recall.types import Scope
 
