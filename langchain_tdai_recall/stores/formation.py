@@ -7,7 +7,7 @@ holding a per-scope lease so that one process at a time forms a scope. A backend
 `stores._sql.formation.SqlFormationState`, written once over their dialects (the local store's
 `stores.local._formation`, PostgreSQL's `stores.postgres._formation`).
 
-The contract, which `stores.conformance` checks on every backend:
+The contract, which `testing.conformance` checks on every backend:
 
 - **Cursors are L0 row references, monotonic per scope**: a message written after another of
   the same scope has a larger reference and is never visible before it, so "everything past the
