@@ -5,7 +5,8 @@
 - `PostgresMemoryStore` (extra `postgres`): PostgreSQL + pgvector, shared by many application
   servers; what `TdaiMemory.open("postgresql://...")` opens.
 
-`stores.conformance` is the test suite every backend passes.
+`testing.conformance` is the test suite every backend passes (`stores.conformance` is its old
+path).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `BaseMemoryStore` is an ABC in the manner of LangGraph's `BaseStore`: scoped, synchronous
 primitives that a backend implements, a few concrete helpers built on them, and `a*` async twins
 that run the synchronous method on a worker thread unless a backend overrides them. Nothing above
-this interface knows which database it talks to; `stores.conformance` is the whole contract.
+this interface knows which database it talks to; `testing.conformance` is the whole contract.
 
 The interface, by part:
 

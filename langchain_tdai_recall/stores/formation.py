@@ -3,10 +3,11 @@
 Memory formation (`formation/`) reads the recorded L0 messages past a per-session cursor, asks a
 model for memories, and writes them, their history and the cursor move in one atomic commit,
 holding a per-scope lease so that one process at a time forms a scope. A backend's
-`BaseMemoryStore.formation` implements this ABC; the local store's is `stores.local._formation`'s
-`FormationRecords`, PostgreSQL's is `stores.postgres._formation`.
+`BaseMemoryStore.formation` implements this ABC; both SQL backends do it with
+`stores._sql.formation.SqlFormationState`, written once over their dialects (the local store's
+`stores.local._formation`, PostgreSQL's `stores.postgres._formation`).
 
-The contract, which `stores.conformance` checks on every backend:
+The contract, which `testing.conformance` checks on every backend:
 
 - **Cursors are L0 row references, monotonic per scope**: a message written after another of
   the same scope has a larger reference and is never visible before it, so "everything past the

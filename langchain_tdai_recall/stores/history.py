@@ -4,8 +4,10 @@ An update, a merge and a delete each end the current version of a memory. Before
 changes, the backend copies its remembered fields (`SNAPSHOT_FIELDS`) as one JSON object to its
 version table, with what ended it (`update`, `merge`, `merged`, `delete`), who did it and the ids
 involved, inside the write's own transaction. An update that changes none of `COMPARED_FIELDS`
-is not a new version. The backends own the SQL; this module owns the format: what a snapshot
-holds, when an update is a new version, and how stored versions read back as `MemoryVersion`s.
+is not a new version. This module owns the format: what a snapshot holds, when an update is a
+new version, and how stored versions read back as `MemoryVersion`s; the statements that keep and
+read versions are written once over the SQL backends' dialects in `stores._sql.history`. Plain
+inserts write nothing to the history, so bulk ingestion pays nothing for it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,14 @@
-"""Rows as the backends hand them to the derived indexes: one set of types for every backend.
+"""The record-backend interface, and the rows it hands to the derived indexes.
 
 A backend stores records (`types.MemoryRecord`, `types.MessageRecord`); the in-memory indexes of
 a scope (`stores._index`) are built from *rows*: a record plus its row reference (`rowid`, the
 backend's monotonic key) and its stored vector. The local SQLite backend and PostgreSQL both
 produce these, so the indexes, the recall engine and the vector upkeep never know which database
 they talk to.
+
+`RecordBackend` names the seam the two backends share: the SQL of scopes, memories, messages,
+tombstones and vectors, addressed by the backend's integer scope ids. The scope-level store
+(`stores._scoped.ScopedStore`) is written once over it; a backend writes this and its opening.
 """
 
 from __future__ import annotations
@@ -12,9 +16,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from langchain_tdai_recall.types import MemoryRecord, MessageRecord, Scope
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from langchain_tdai_recall.types import Change, MemoryType, MemoryVersion
 
 __all__ = [
     "L0_CONTEXT_CHARS",
@@ -24,6 +34,8 @@ __all__ = [
     "MemoryRow",
     "MessageRow",
     "PendingVector",
+    "RecordBackend",
+    "RowWriter",
     "memory_from_row",
     "message_from_row",
 ]
@@ -142,3 +154,221 @@ def message_from_row(row: Sequence[object], scope: Scope) -> MessageRecord:
         user_id=scope.user_id,
         agent_id=scope.agent_id,
     )
+
+
+class RecordBackend(Protocol):
+    """The scope-id-keyed record SQL of a backend (`SqliteRecords`, `PostgresRecords`).
+
+    Scopes are addressed by the backend's integer ids (`scope_id`); `Scope` arguments only label
+    the records read back. Every write runs in one transaction that bumps its scope's generation
+    and stamps the rows it touched, so the backend is also the derived indexes' row source
+    (`generation`, `count`, `*_rows_since`, `tombstones_since`: `stores._index.layer.RowSource`).
+    Failures raise the package's `StoreError` family.
+    """
+
+    # -- scopes -------------------------------------------------------------------------------
+
+    def scope_id(self, scope: Scope, *, create: bool) -> int | None:
+        """The id of a scope; created when `create`, else `None` if unknown."""
+        ...
+
+    def scopes(self) -> list[tuple[int, Scope]]:
+        """Every scope that has held a memory or a message: (scope_id, scope)."""
+        ...
+
+    def generation(self, scope_id: int) -> int:
+        """Current generation of a scope (bumped by every write to it)."""
+        ...
+
+    def count(self, layer: Layer, scope_id: int | None = None) -> int:
+        """Rows in a layer, for one scope or all."""
+        ...
+
+    def tombstones_since(self, scope_id: int, layer: Layer, generation: int) -> list[int]:
+        """Row references deleted from a scope's layer after `generation`."""
+        ...
+
+    # -- L1 memories --------------------------------------------------------------------------
+
+    def upsert_memories(
+        self,
+        scope_id: int,
+        records: Sequence[MemoryRecord],
+        *,
+        dedupe: Sequence[bool] | None = None,
+    ) -> list[MemoryRecord]:
+        """Insert or update records in one transaction (see `BaseMemoryStore.put_memories`)."""
+        ...
+
+    def existing_duplicates(self, scope_id: int, texts: Sequence[str]) -> dict[str, str]:
+        """For each text with an exact duplicate in the scope: fingerprint -> existing id."""
+        ...
+
+    def get_memory(self, scope_id: int, memory_id: str, scope: Scope) -> MemoryRecord | None:
+        """One memory by id, or `None`."""
+        ...
+
+    def delete_memories(self, scope_id: int, memory_ids: Sequence[str]) -> int:
+        """Delete by id (each deleted version is kept in the history); returns how many existed."""
+        ...
+
+    def memory_history(self, scope_id: int, memory_id: str, scope: Scope) -> list[MemoryVersion]:
+        """Every version of a memory, oldest first (the current row last)."""
+        ...
+
+    def list_memories(
+        self,
+        scope_id: int,
+        scope: Scope,
+        *,
+        type: MemoryType | None,
+        limit: int | None,
+        offset: int,
+    ) -> list[MemoryRecord]:
+        """Memories of a scope, oldest first (creation time, then id)."""
+        ...
+
+    def memory_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MemoryRow]:
+        """Rows of a scope written after `generation`, with their vectors."""
+        ...
+
+    def memories_by_rowid(
+        self, scope_id: int, rowids: Sequence[int], scope: Scope
+    ) -> dict[int, MemoryRecord]:
+        """Records of the scope for the given row ids (missing or foreign ones are left out)."""
+        ...
+
+    # -- L0 messages --------------------------------------------------------------------------
+
+    def insert_messages(
+        self,
+        scope_id: int,
+        records: Sequence[MessageRecord],
+        *,
+        busy_timeout_ms: int | None = None,
+    ) -> int:
+        """Insert messages (ids already stored are skipped); returns how many were new.
+
+        `busy_timeout_ms` bounds the wait for another writer where the backend can bound one
+        call (SQLite); others bound every call alike.
+        """
+        ...
+
+    def message_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MessageRow]:
+        """Messages of a scope written after `generation`, with their vectors."""
+        ...
+
+    def messages_by_rowid(
+        self, scope_id: int, rowids: Sequence[int], scope: Scope
+    ) -> dict[int, MessageRecord]:
+        """Messages of the scope for the given row ids."""
+        ...
+
+    # -- copying a store ----------------------------------------------------------------------
+
+    def export_memories(
+        self, scope_id: int, scope: Scope, *, after: int, limit: int
+    ) -> list[MemoryRow]:
+        """A page of a scope's memory rows in reference order, with vectors."""
+        ...
+
+    def export_messages(
+        self, scope_id: int, scope: Scope, *, after: int, limit: int
+    ) -> list[MessageRow]:
+        """A page of a scope's message rows in reference order, with context and vectors."""
+        ...
+
+    def import_memories(self, scope_id: int, rows: Sequence[MemoryRow]) -> int:
+        """Write copied memory rows as they are (see `BaseMemoryStore.import_rows`)."""
+        ...
+
+    def import_messages(self, scope_id: int, rows: Sequence[MessageRow]) -> int:
+        """Write copied message rows as they are; ids already stored are skipped."""
+        ...
+
+    # -- vector upkeep ------------------------------------------------------------------------
+
+    def pending_vectors(
+        self, layer: Layer, embedder: str, *, after: int, limit: int, stale: bool
+    ) -> list[PendingVector]:
+        """Rows after ref `after` that need a vector from `embedder`, in ref order."""
+        ...
+
+    def set_vectors(
+        self,
+        layer: Layer,
+        items: Sequence[PendingVector],
+        vectors: npt.NDArray[np.float32],
+        embedder: str,
+    ) -> int:
+        """Store vectors for pending rows whose text is still the embedded text."""
+        ...
+
+    def count_pending_vectors(
+        self, layer: Layer, embedder: str, *, scope_id: int | None = None, stale: bool = True
+    ) -> int:
+        """Rows without a vector (and, with `stale`, rows whose vector is another embedder's)."""
+        ...
+
+    def vector_embedders(self, layer: Layer) -> list[tuple[str, int, int]]:
+        """(embedder, dimension, rows) of every embedder that made stored vectors in a layer."""
+        ...
+
+    def count_foreign_vectors(self, layer: Layer, embedder: str) -> int:
+        """Rows holding a vector made by another embedder."""
+        ...
+
+    def stored_dimension(self, embedder: str, scope_id: int | None = None) -> int | None:
+        """Dimension of the vectors `embedder` made (optionally in one scope), if any."""
+        ...
+
+    def drop_vectors(self, embedder: str, *, keep_dimension: int) -> int:
+        """Forget `embedder`'s vectors of another dimension; returns how many rows were reset."""
+        ...
+
+
+class RowWriter(RecordBackend, Protocol):
+    """A `RecordBackend` with the row primitives that run inside a caller's transaction.
+
+    Memory formation's commit (`stores.formation.SqlFormationState`) composes them, with its own
+    state, into one transaction. `conn` is the backend's connection inside that transaction.
+    """
+
+    def bump(self, conn: Any, scope_id: int) -> int:
+        """Advance a scope's generation (locking the scope); returns the new one."""
+        ...
+
+    def find_duplicate(self, conn: Any, scope_id: int, rec: MemoryRecord) -> MemoryRecord | None:
+        """The scope's memory whose text is an exact duplicate of `rec`'s, or `None`."""
+        ...
+
+    def write_memory_row(
+        self,
+        conn: Any,
+        scope_id: int,
+        gen: int,
+        rec: MemoryRecord,
+        *,
+        actor: str,
+        embedder: str | None = None,
+        vector: npt.NDArray[np.float32] | None = None,
+        change: Change = "update",
+        related: Sequence[str] = (),
+    ) -> MemoryRecord:
+        """Insert or update one row; its replaced version goes to the history as `change`."""
+        ...
+
+    def delete_memory_row(
+        self,
+        conn: Any,
+        scope_id: int,
+        gen: int,
+        memory_id: str,
+        *,
+        actor: str,
+        at: str,
+        change: Change = "delete",
+        related: Sequence[str] = (),
+    ) -> bool:
+        """Delete one row; its last version goes to the history. Whether it existed."""
+        ...

@@ -27,7 +27,7 @@ from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.embeddings import embedder_from_identity, embedder_identity
 from langchain_tdai_recall.stores._index import snapshot as _snapshot
-from langchain_tdai_recall.stores.local._sqlite import DB_FILENAME
+from langchain_tdai_recall.stores.local._schema import DB_FILENAME
 from langchain_tdai_recall.stores.local.store import MemoryStore
 from langchain_tdai_recall.testing import HashEmbeddings
 

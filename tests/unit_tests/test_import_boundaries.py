@@ -69,17 +69,17 @@ def test_the_walk_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
     probe.write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    from langchain_tdai_recall.stores.local._sqlite import DB_FILENAME\n"
+        "    from langchain_tdai_recall.stores.local._schema import DB_FILENAME\n"
         "def f():\n"
         "    import langchain_tdai_recall.stores.postgres._records\n"
         "    from .stores.local import _documents\n",
         encoding="utf-8",
     )
     names = _imports(probe, "langchain_tdai_recall")
-    assert _private_to("langchain_tdai_recall.stores.local._sqlite.DB_FILENAME", BACKENDS[0])
+    assert _private_to("langchain_tdai_recall.stores.local._schema.DB_FILENAME", BACKENDS[0])
     assert [n for n in names if _private_to(n, BACKENDS[0])] == [
-        "langchain_tdai_recall.stores.local._sqlite",
-        "langchain_tdai_recall.stores.local._sqlite.DB_FILENAME",
+        "langchain_tdai_recall.stores.local._schema",
+        "langchain_tdai_recall.stores.local._schema.DB_FILENAME",
         "langchain_tdai_recall.stores.local._documents",
     ]
     assert [n for n in names if _private_to(n, BACKENDS[1])] == [

@@ -5,7 +5,7 @@ marks a directory as a store. Everything else here is private to the backend: th
 modules reach it only through `stores.base` (a test walks every import to keep it so).
 """
 
-from langchain_tdai_recall.stores.local._sqlite import DB_FILENAME
+from langchain_tdai_recall.stores.local._schema import DB_FILENAME
 from langchain_tdai_recall.stores.local.store import MemoryStore, Scope
 
 __all__ = ["DB_FILENAME", "MemoryStore", "Scope"]

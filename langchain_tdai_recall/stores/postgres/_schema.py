@@ -10,7 +10,7 @@ Tables are prefixed `tdai_` and live in the connection's current schema (`search
 store can share a database with other applications; put it in its own schema with
 `?options=-csearch_path%3Dmemory` in the URL.
 
-Meaning of the columns is the same as in the local store (`stores/local/_sqlite.py`): a per-scope
+Meaning of the columns is the same as in the local store (`stores/local/_schema.py`): a per-scope
 `generation` bumped by every write, rows stamped with the generation that wrote them, tombstones
 for deletions, vectors next to their rows tagged with the embedder identity (here as pgvector's
 `vector`, of any dimension), and each message's `context` (the end of the message before it in

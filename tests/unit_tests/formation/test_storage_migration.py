@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from langchain_tdai_recall import TdaiMemory
-from langchain_tdai_recall.stores.local._sqlite import DB_FILENAME
+from langchain_tdai_recall.stores.local._schema import DB_FILENAME
 from langchain_tdai_recall.testing import HashEmbeddings
 
 _FORMATION_TABLES = (

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from langchain_tdai_recall import TdaiMemory
-from langchain_tdai_recall.stores.local._sqlite import _MIGRATIONS, DB_FILENAME
+from langchain_tdai_recall.stores.local._schema import DB_FILENAME
+from langchain_tdai_recall.stores.local._schema import MIGRATIONS as _MIGRATIONS
 from langchain_tdai_recall.testing import HashEmbeddings
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from langchain_tdai_recall.stores.base import BaseMemoryStore
-from langchain_tdai_recall.stores.local._sqlite import _MIGRATIONS, DB_FILENAME
+from langchain_tdai_recall.stores.local._schema import DB_FILENAME
+from langchain_tdai_recall.stores.local._schema import MIGRATIONS as _MIGRATIONS
 from langchain_tdai_recall.stores.local.store import MemoryStore
 from langchain_tdai_recall.testing.conformance import (
     BackendConformance,
