@@ -68,7 +68,18 @@ def test_names_order_and_model_facing_schemas(mem: TdaiMemory) -> None:
     search, convo, scene = (convert_to_openai_tool(t)["function"] for t in tools)
     assert search["parameters"]["required"] == ["query"]
     props = search["parameters"]["properties"]
-    assert set(props) == {"query", "limit", "type", "scene"}
+    assert set(props) == {
+        "query",
+        "limit",
+        "type",
+        "scene",
+        # issue 16: optional metadata and time filters
+        "metadata",
+        "created_after",
+        "created_before",
+        "active_after",
+        "active_before",
+    }
     assert props["limit"]["type"] == "integer"
     assert (props["limit"]["minimum"], props["limit"]["maximum"], props["limit"]["default"]) == (
         1,
