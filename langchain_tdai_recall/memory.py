@@ -89,12 +89,14 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool
+    from langgraph.store.base import IndexConfig, TTLConfig
 
     from langchain_tdai_recall._embedder import VectorUpkeep
     from langchain_tdai_recall._turn import ToolBudget
     from langchain_tdai_recall.formation.manager import MemoryManager
     from langchain_tdai_recall.formation.report import ExtractionReport
     from langchain_tdai_recall.formation.scheduler import FormationScheduler
+    from langchain_tdai_recall.graph_store import TdaiStore
     from langchain_tdai_recall.lcel import RecallChatModel, RecallRunnable
     from langchain_tdai_recall.middleware import OnTurn, TdaiRecallMiddleware
     from langchain_tdai_recall.retriever import SearchType, TdaiRetriever
@@ -1421,6 +1423,50 @@ class TdaiMemory:
             search_type=search_type,
             score_threshold=score_threshold,
             require_user_id=require_user_id,
+        )
+
+    # -- LangGraph store (issue 16) --------------------------------------------------------------
+
+    def as_store(
+        self,
+        *,
+        namespace: Sequence[str] = ("memories", "{user_id}"),
+        agent_id: str | None = None,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        memory_type: MemoryType = "episodic",
+    ) -> TdaiStore:
+        """This memory as a LangGraph `BaseStore` (`TdaiStore`).
+
+        For `create_agent(..., store=...)`, tools reading `runtime.store`, and LangMem's
+        memory tools.
+
+        Items are memories of the scope their namespace names: with the default template
+        `("memories", "{user_id}")` the item `(("memories", "alice"), key)` is memory `key` of
+        user `alice`; automatic recall for alice sees its text. See `graph_store` for values,
+        `index`, filters and TTL.
+
+        Args:
+            namespace: The namespace template: literals and `"{user_id}"` (once), optionally
+                `"{agent_id}"`; namespaces of another form are refused (`ScopeError`).
+            agent_id: The agent of every item when the template has no `"{agent_id}"`.
+            index: LangGraph's `IndexConfig`; its `fields` choose the text of a value.
+            ttl: LangGraph's `TTLConfig` (`default_ttl` minutes, `refresh_on_read`).
+            memory_type: Type of the memories new items become.
+
+        Raises:
+            ConfigError: If an argument is invalid.
+        """
+        self._check_open()
+        from langchain_tdai_recall.graph_store import TdaiStore  # noqa: PLC0415 - langgraph
+
+        return TdaiStore(
+            self,
+            namespace=namespace,
+            agent_id=agent_id,
+            index=index,
+            ttl=ttl,
+            memory_type=memory_type,
         )
 
     def import_upstream(

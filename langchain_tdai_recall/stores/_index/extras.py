@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -157,8 +157,8 @@ class MemoryFilter:
     """The activity must end (or happen) at or after this."""
     active_before: float | None = None
     """The activity must start (or happen) at or before this."""
-    where: Callable[[Mapping[str, Any] | None], bool] | None = None
-    """A further test of the metadata (the LangGraph store's value filters)."""
+    where: Callable[[Mapping[str, Any] | None, str], bool] | None = None
+    """A further test of (metadata, memory type): the LangGraph store's value filters."""
 
     @property
     def empty(self) -> bool:
@@ -172,14 +172,14 @@ class MemoryFilter:
             and self.where is None
         )
 
-    def matches(self, created: str, extras: RowExtras | None) -> bool:
-        """Whether a row (its `created_at` and its extras) passes the filter."""
+    def matches(self, created: str, extras: RowExtras | None, kind: str = "") -> bool:
+        """Whether a row (its `created_at`, extras and type) passes the filter."""
         metadata = extras.metadata if extras is not None else None
         return (
             self._metadata_ok(metadata)
             and self._created_ok(created)
             and self._active_ok(extras)
-            and (self.where is None or self.where(metadata))
+            and (self.where is None or self.where(metadata, kind))
         )
 
     def _metadata_ok(self, metadata: Mapping[str, Any] | None) -> bool:
@@ -215,12 +215,3 @@ def _equal(have: object, want: object) -> bool:
     if isinstance(have, bool) or isinstance(want, bool):
         return type(have) is type(want) and have == want
     return have == want
-
-
-def matching_rows(
-    rows: Iterable[tuple[int, str]],
-    extras: Mapping[int, RowExtras],
-    where: MemoryFilter,
-) -> list[int]:
-    """The rows (rowid, created_at) passing `where`."""
-    return [rowid for rowid, created in rows if where.matches(created, extras.get(rowid))]

@@ -350,6 +350,24 @@ class LayerIndex:
         with self._klock:
             return self._state_key()[1]
 
+    def newest_rows(self, where: MemoryFilter | None) -> list[int]:
+        """Rows passing `where` that have not expired, hidden ones included, newest first.
+
+        Order: last write time (newest first), then id. Used to list items without a query.
+        """
+        allowed = self.allowed(kind=None, group=None, exact_group=False, where=where)
+        with self._klock:
+            expired = set(self._expiry_table().first(self._state_key()[1])) if self.extras else ()
+            rows = list(self.meta) if allowed is None else allowed.tolist()
+            keyed = [
+                (self.meta[r].recency, self.meta[r].id, r)
+                for r in rows
+                if r in self.meta and r not in expired
+            ]
+        keyed.sort(key=lambda t: t[1])
+        keyed.sort(key=lambda t: t[0], reverse=True)
+        return [r for _, _, r in keyed]
+
     def _remove(self, rowids: list[int]) -> None:
         self._version += 1
         self.keyword.remove(rowids)
@@ -462,7 +480,7 @@ class LayerIndex:
                     group is None
                     or (m.group == group if exact_group else needle in m.group.casefold())
                 )
-                and (where is None or where.matches(m.created, extras.get(rowid)))
+                and (where is None or where.matches(m.created, extras.get(rowid), m.kind))
             ]
         return np.asarray(sorted(picked), dtype=np.int64) if picked else _EMPTY_IDS
 
