@@ -124,8 +124,8 @@ class ExpiryTable:
 
     __slots__ = ("_rowids", "_times")
 
-    def __init__(self, extras: Mapping[int, RowExtras]) -> None:
-        pairs = sorted((e.expires, rowid) for rowid, e in extras.items() if e.expires is not None)
+    def __init__(self, expiring: Mapping[int, float]) -> None:
+        pairs = sorted((expires, rowid) for rowid, expires in expiring.items())
         self._times = [t for t, _ in pairs]
         self._rowids = [r for _, r in pairs]
 

@@ -194,6 +194,8 @@ class LayerIndex:
         """L1 rows with an expiry, metadata or activity times (`stores._index.extras`)."""
         self._hidden: set[int] = set()
         """L1 rows stored but not searchable by query nor recalled."""
+        self._expiring: dict[int, float] = {}
+        """L1 rows with an expiry (epoch seconds): usually none, so recall pays nothing."""
         self._expiry: tuple[int, ExpiryTable] | None = None
         """The expiry table and the version it was built at."""
         self._excluded: tuple[tuple[int, int], frozenset[int]] = ((0, 0), frozenset())
@@ -290,6 +292,9 @@ class LayerIndex:
             self.meta = dict(zip(rowids, state.metas, strict=True))
             self.extras = dict(state.extras)
             self._hidden = {rowid for rowid, e in self.extras.items() if e.hidden}
+            self._expiring = {
+                rowid: e.expires for rowid, e in self.extras.items() if e.expires is not None
+            }
             self._version += 1
             self.high_priority = {}
             if self.layer == "l1":
@@ -325,13 +330,13 @@ class LayerIndex:
         cached = self._expiry
         if cached is not None and cached[0] == self._version:
             return cached[1]
-        table = ExpiryTable(self.extras)
+        table = ExpiryTable(self._expiring)
         self._expiry = (self._version, table)
         return table
 
     def _state_key(self) -> tuple[int, int]:
         """(version, rows expired now): what recall's memo depends on. Call under `_klock`."""
-        if not self.extras:
+        if not self._expiring:
             return (self._version, 0)
         return (self._version, self._expiry_table().count(time.time()))
 
@@ -345,11 +350,6 @@ class LayerIndex:
             self._excluded = (key, rows)
             return rows
 
-    def expired_count(self) -> int:
-        """How many rows of the index have expired now (the sweep deletes them)."""
-        with self._klock:
-            return self._state_key()[1]
-
     def newest_rows(self, where: MemoryFilter | None) -> list[int]:
         """Rows passing `where` that have not expired, hidden ones included, newest first.
 
@@ -357,7 +357,7 @@ class LayerIndex:
         """
         allowed = self.allowed(kind=None, group=None, exact_group=False, where=where)
         with self._klock:
-            expired = set(self._expiry_table().first(self._state_key()[1])) if self.extras else ()
+            expired = set(self._expiry_table().first(self._state_key()[1]))
             rows = list(self.meta) if allowed is None else allowed.tolist()
             keyed = [
                 (self.meta[r].recency, self.meta[r].id, r)
@@ -379,6 +379,7 @@ class LayerIndex:
             self._profile.remove(rowid)
             self.extras.pop(rowid, None)
             self._hidden.discard(rowid)
+            self._expiring.pop(rowid, None)
 
     def _track_extras(self, row: MemoryRow) -> None:
         extras = row_extras(row.record)
@@ -390,6 +391,10 @@ class LayerIndex:
             self._hidden.add(row.rowid)
         else:
             self._hidden.discard(row.rowid)
+        if extras is not None and extras.expires is not None:
+            self._expiring[row.rowid] = extras.expires
+        else:
+            self._expiring.pop(row.rowid, None)
 
     def _apply(self, rows: list[MemoryRow] | list[MessageRow]) -> None:
         if rows:

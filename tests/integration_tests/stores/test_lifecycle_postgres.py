@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall.stores.local.store import MemoryStore
+from langchain_tdai_recall.stores.migrate import copy_store
+from langchain_tdai_recall.stores.postgres.store import PostgresMemoryStore
 from langchain_tdai_recall.testing import HashEmbeddings
 from tests import lifecycle_cases as cases
 
@@ -61,3 +65,19 @@ def test_an_old_store_gains_the_columns(postgres_url: str) -> None:
         mem.add_memory("Gone.", metadata={"a": 1}, expires_at=cases.PAST)
         assert mem.sweep_expired() == 1
         assert [r.id for r in mem.list_memories()] == [old.id]
+
+
+def test_copy_store_keeps_metadata_and_expiry(tmp_path: Path, postgres_url: str) -> None:
+    with TdaiMemory.open(tmp_path / "a", embeddings=None) as mem:
+        rec = mem.add_memory("Copied with its fields.", metadata={"k": [1, "x"]}, ttl=3600)
+    source = MemoryStore(tmp_path / "a", read_only=True)
+    target = PostgresMemoryStore(postgres_url)
+    copy_store(source, target, page=2)
+    back = MemoryStore(tmp_path / "b")
+    copy_store(target, back, page=2)
+    source.close()
+    for store in (target, back):
+        with TdaiMemory.open(store, embeddings=None) as mem:
+            got = mem.get_memory(rec.id)
+            assert got is not None
+            assert (got.metadata, got.expires_at) == ({"k": [1, "x"]}, rec.expires_at)
