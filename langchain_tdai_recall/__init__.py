@@ -48,6 +48,7 @@ from langchain_tdai_recall.types import (
 )
 
 if TYPE_CHECKING:
+    from langchain_tdai_recall.graph_store import TdaiStore
     from langchain_tdai_recall.middleware import TdaiRecallMiddleware
     from langchain_tdai_recall.retriever import TdaiRetriever
     from langchain_tdai_recall.tools import create_memory_tools
@@ -93,6 +94,7 @@ __all__ = [
     "TdaiRecallError",
     "TdaiRecallMiddleware",
     "TdaiRetriever",
+    "TdaiStore",
     "ToolsConfig",
     "__version__",
     "create_memory_tools",
@@ -110,6 +112,10 @@ def __getattr__(name: str) -> Any:
         from langchain_tdai_recall.retriever import TdaiRetriever  # noqa: PLC0415
 
         return TdaiRetriever
+    if name == "TdaiStore":  # imports langgraph.store
+        from langchain_tdai_recall.graph_store import TdaiStore  # noqa: PLC0415
+
+        return TdaiStore
     if name == "create_memory_tools":
         from langchain_tdai_recall.tools import create_memory_tools  # noqa: PLC0415
 

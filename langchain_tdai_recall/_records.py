@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, cast
 
+from langchain_tdai_recall._memory_meta import check_metadata, normalize_expiry
 from langchain_tdai_recall.errors import ConfigError, ScopeError
 from langchain_tdai_recall.text.clean import content_text, strip_injected_blocks
 from langchain_tdai_recall.types import MEMORY_TYPES, MemoryRecord, MessageRecord, Scope
@@ -382,6 +383,8 @@ def memory_record(data: object, scope: Scope, now: str) -> MemoryRecord:
         source_message_ids=tuple(clean_text(s) for s in sources),
         created_at=normalize_instant("created_at", fields.get("created_at"), default=now),
         updated_at=now,
+        metadata=check_metadata(fields.get("metadata")),
+        expires_at=normalize_expiry(fields.get("expires_at")),
     )
 
 

@@ -332,6 +332,15 @@ class StoreConfig(_ConfigModel):
     after a restart does not rebuild them: `auto` (a directory store's `index-cache`
     subdirectory; off for PostgreSQL), a directory, or `null` (off). A snapshot is validated
     (checksum, generation, tokenizer and embedder) and rebuilt when it fails."""
+    default_ttl_seconds: float | None = Field(default=None, gt=0, le=100 * 366 * 86_400)
+    """Time to live (seconds) of a memory written by `add_memory` / `add_memories` without
+    `expires_at` or `ttl`, counted from that write (an update renews it). `null` (the default):
+    memories never expire. JSONL imports keep the expiry each line carries (lines without one
+    get this default); memories formed from conversations do not get it."""
+    expiry_sweep_seconds: float = Field(default=60.0, ge=1.0, le=86_400.0)
+    """How often the background sweep deletes expired memories (a bounded batch per pass; it
+    also runs when the store opens). Expired memories are hidden from every read at once,
+    whatever the sweep has done."""
 
 
 class TdaiConfig(_ConfigModel):

@@ -19,6 +19,7 @@ thread of a store ever delays process exit beyond those bounds.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import threading
@@ -37,6 +38,13 @@ from langchain_tdai_recall._breaker import StoreBreaker
 from langchain_tdai_recall._failure import log_failure
 from langchain_tdai_recall._host import MemoryHost
 from langchain_tdai_recall._lifecycle import check_flag, check_timeout, shutdown, writer_callbacks
+from langchain_tdai_recall._memory_meta import (
+    ExpirySweeper,
+    check_ttl,
+    is_expired,
+    memory_filter,
+    with_expiry,
+)
 from langchain_tdai_recall._records import (
     MAX_SQL_INT,
     TimeInput,
@@ -55,7 +63,7 @@ from langchain_tdai_recall._records import (
 from langchain_tdai_recall._threads import DaemonExecutor
 from langchain_tdai_recall._writer import TurnWriter
 from langchain_tdai_recall.config import TdaiConfig
-from langchain_tdai_recall.errors import ConfigError, StoreClosedError
+from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
 from langchain_tdai_recall.recall.engine import RecallEngine, RecallRequest
 from langchain_tdai_recall.recall.hits import HitSearch
 from langchain_tdai_recall.recall.search import Searcher
@@ -81,12 +89,14 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool
+    from langgraph.store.base import IndexConfig, TTLConfig
 
     from langchain_tdai_recall._embedder import VectorUpkeep
     from langchain_tdai_recall._turn import ToolBudget
     from langchain_tdai_recall.formation.manager import MemoryManager
     from langchain_tdai_recall.formation.report import ExtractionReport
     from langchain_tdai_recall.formation.scheduler import FormationScheduler
+    from langchain_tdai_recall.graph_store import TdaiStore
     from langchain_tdai_recall.lcel import RecallChatModel, RecallRunnable
     from langchain_tdai_recall.middleware import OnTurn, TdaiRecallMiddleware
     from langchain_tdai_recall.retriever import SearchType, TdaiRetriever
@@ -182,6 +192,11 @@ class TdaiMemory:
             )
             self._upkeep.start()
         self._writer = TurnWriter(*writer_callbacks(self, store, self._upkeep))
+        # -- expiry (issue 16): deletes expired memories in the background
+        self._sweeper: ExpirySweeper | None = None
+        if not store.read_only:
+            self._sweeper = ExpirySweeper(store, config.store.expiry_sweep_seconds)
+            self._sweeper.start()
         self._manager: MemoryManager | None = None
         self._formation_slot: list[FormationScheduler] = []
         """Memory formation's scheduler once `_start_formation` built it (a slot, so the
@@ -399,6 +414,8 @@ class TdaiMemory:
             if self._closed:
                 return
             self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.stop()
         if self._finalizer.detach() is not None:  # not already run by garbage collection
             pools = (self._recall_pool, self._embed_pool, self._rerank_pool)
             forming = self.config.pipeline.close_timeout_seconds
@@ -554,6 +571,9 @@ class TdaiMemory:
         id: str | None = None,
         session_key: str = "",
         source_message_ids: Iterable[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        expires_at: dt.datetime | str | None = None,
+        ttl: float | dt.timedelta | None = None,
     ) -> MemoryRecord:
         """Store one L1 memory, or update it when `id` already exists in the scope.
 
@@ -573,6 +593,11 @@ class TdaiMemory:
             id: Memory id; generated when omitted.
             session_key: Conversation the memory came from.
             source_message_ids: L0 message ids it was extracted from.
+            metadata: A small JSON object of your own (str keys; at most 16 KiB as JSON);
+                `search_memories(metadata=...)` filters on it by equality.
+            expires_at: When the memory expires (a datetime, naive = UTC, or ISO text).
+            ttl: Or: seconds (or a `timedelta`) from now until it expires. Without either,
+                `store.default_ttl_seconds` applies (default: never).
 
         Returns:
             The stored record.
@@ -594,8 +619,10 @@ class TdaiMemory:
             "id": id,
             "session_key": session_key,
             "source_message_ids": source_message_ids,
+            "metadata": metadata,
+            "expires_at": expires_at,
         }
-        return self.add_memories([record], user_id=user_id, agent_id=agent_id)[0]
+        return self.add_memories([record], user_id=user_id, agent_id=agent_id, ttl=ttl)[0]
 
     def add_memories(
         self,
@@ -604,6 +631,7 @@ class TdaiMemory:
         user_id: str | None = None,
         agent_id: str | None = None,
         show_progress: bool | None = None,
+        ttl: float | dt.timedelta | None = None,
     ) -> list[MemoryRecord]:
         """Store many L1 memories in one scope.
 
@@ -615,9 +643,13 @@ class TdaiMemory:
         keeps the replaced version in `history(id)`). The memories are durable and
         keyword-searchable when this returns; vectors follow in the background (`flush()` or
         `reindex()` wait for them).
+
+        A record's `metadata` and `expires_at` are kept; `ttl` (seconds or a `timedelta`)
+        gives the records without an `expires_at` one, else `store.default_ttl_seconds` does.
         """
         scope = self.scope(user_id, agent_id)
         check_flag("show_progress", show_progress, optional=True)
+        seconds = check_ttl(ttl)
         given: object = records
         if isinstance(records, Iterable) and not isinstance(
             records, str | bytes | Mapping | MemoryRecord
@@ -626,6 +658,9 @@ class TdaiMemory:
         prepared = memory_records(given, scope, now_iso())
         if not prepared:
             return []
+        prepared = with_expiry(
+            prepared, seconds if seconds is not None else self.config.store.default_ttl_seconds
+        )
         # exact duplicates (memory formation): records without an id never pile up
         dedupe = [not _has_explicit_id(r) for r in cast("list[object]", given)]
         from langchain_tdai_recall._progress import progress  # noqa: PLC0415
@@ -652,9 +687,10 @@ class TdaiMemory:
     def get_memory(
         self, id: str, *, user_id: str | None = None, agent_id: str | None = None
     ) -> MemoryRecord | None:
-        """One memory of the scope by id, or `None`."""
+        """One memory of the scope by id, or `None` (also once it has expired)."""
         scope = self.scope(user_id, agent_id)
-        return self._store.get_memory(scope, check_lookup("id", id))
+        found = self._store.get_memory(scope, check_lookup("id", id))
+        return None if found is None or is_expired(found) else found
 
     def delete_memory(
         self, id: str, *, user_id: str | None = None, agent_id: str | None = None
@@ -674,7 +710,8 @@ class TdaiMemory:
     ) -> list[MemoryRecord]:
         """Memories of the scope, oldest first, optionally of one type.
 
-        `limit=None` lists all; `offset` skips that many first.
+        `limit=None` lists all; `offset` skips that many first. Expired memories are left out
+        (a page may then be shorter than `limit` until the sweep deletes them).
         """
         scope = self.scope(user_id, agent_id)
         if type is not None and type not in MEMORY_TYPES:
@@ -683,7 +720,24 @@ class TdaiMemory:
         if limit is not None:
             check_int("limit", limit, low=0, high=MAX_SQL_INT, fix=" (or None for all)")
         check_int("offset", offset, low=0, high=MAX_SQL_INT)
-        return self._store.list_memories(scope, type=type, limit=limit, offset=offset)
+        found = self._store.list_memories(scope, type=type, limit=limit, offset=offset)
+        return [r for r in found if not is_expired(r)]
+
+    def sweep_expired(self) -> int:
+        """Delete the memories whose expiry has passed now, instead of waiting for the sweep.
+
+        The background sweep does this at open and every `store.expiry_sweep_seconds`;
+        expired memories are hidden from every read before either. Returns how many were
+        deleted (each keeps its last version in `history(id)`).
+        """
+        self._check_open()
+        if self._sweeper is None:
+            msg = f"the memory store {self.location} was opened read-only; nothing can be deleted"
+            raise StoreReadOnlyError(msg)
+        deleted = 0
+        while (swept := self._sweeper.sweep()) > 0:
+            deleted += swept
+        return deleted
 
     # -- L0 messages --------------------------------------------------------------------------
 
@@ -909,6 +963,11 @@ class TdaiMemory:
         user_id: str | None = None,
         agent_id: str | None = None,
         min_score: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_after: dt.datetime | dt.date | str | None = None,
+        created_before: dt.datetime | dt.date | str | None = None,
+        active_after: dt.datetime | dt.date | str | None = None,
+        active_before: dt.datetime | dt.date | str | None = None,
     ) -> list[MemoryHit]:
         """Search the scope's L1 memories with recall's ranking: the best hits the caller asked for.
 
@@ -925,17 +984,32 @@ class TdaiMemory:
             user_id: Owner; `None` is the default user.
             agent_id: Agent; `None` is the user's shared memory.
             min_score: Relevance floor in 0..1; `None` uses `tools.min_score`.
+            metadata: Only memories whose metadata has each of these keys with an equal value.
+            created_after: Only memories first written at or after this (inclusive; a date is
+                its first instant, naive times are UTC).
+            created_before: Only memories first written at or before this (a date: its end).
+            active_after: Only memories whose activity (start/end times or timestamp) ends at
+                or after this; memories without activity times are left out.
+            active_before: Only memories whose activity starts at or before this.
 
         Returns:
-            Hits, best ranked first; `score` is the relevance in 0..1.
+            Hits, best ranked first; `score` is the relevance in 0..1. Expired memories are
+            never returned.
         """
         scope = self.scope(user_id, agent_id)
         if type is not None and type not in MEMORY_TYPES:
             msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {shown(type)}"
             raise ConfigError(msg)
         check_optional_str("scene", scene)
+        where = memory_filter(
+            metadata=metadata,
+            created_after=created_after,
+            created_before=created_before,
+            active_after=active_after,
+            active_before=active_before,
+        )
         return self._hits.memories(
-            scope, query, limit=limit, min_score=min_score, kind=type, scene=scene
+            scope, query, limit=limit, min_score=min_score, kind=type, scene=scene, where=where
         )
 
     def search_conversations(
@@ -1351,6 +1425,50 @@ class TdaiMemory:
             require_user_id=require_user_id,
         )
 
+    # -- LangGraph store (issue 16) --------------------------------------------------------------
+
+    def as_store(
+        self,
+        *,
+        namespace: Sequence[str] = ("memories", "{user_id}"),
+        agent_id: str | None = None,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        memory_type: MemoryType = "episodic",
+    ) -> TdaiStore:
+        """This memory as a LangGraph `BaseStore` (`TdaiStore`).
+
+        For `create_agent(..., store=...)`, tools reading `runtime.store`, and LangMem's
+        memory tools.
+
+        Items are memories of the scope their namespace names: with the default template
+        `("memories", "{user_id}")` the item `(("memories", "alice"), key)` is memory `key` of
+        user `alice`; automatic recall for alice sees its text. See `graph_store` for values,
+        `index`, filters and TTL.
+
+        Args:
+            namespace: The namespace template: literals and `"{user_id}"` (once), optionally
+                `"{agent_id}"`; namespaces of another form are refused (`ScopeError`).
+            agent_id: The agent of every item when the template has no `"{agent_id}"`.
+            index: LangGraph's `IndexConfig`; its `fields` choose the text of a value.
+            ttl: LangGraph's `TTLConfig` (`default_ttl` minutes, `refresh_on_read`).
+            memory_type: Type of the memories new items become.
+
+        Raises:
+            ConfigError: If an argument is invalid.
+        """
+        self._check_open()
+        from langchain_tdai_recall.graph_store import TdaiStore  # noqa: PLC0415 - langgraph
+
+        return TdaiStore(
+            self,
+            namespace=namespace,
+            agent_id=agent_id,
+            index=index,
+            ttl=ttl,
+            memory_type=memory_type,
+        )
+
     def import_upstream(
         self,
         data_dir: str | os.PathLike[str],
@@ -1375,6 +1493,7 @@ class TdaiMemory:
     aadd_memory = async_twin(add_memory)
     aadd_memories = async_twin(add_memories)
     aget_memory = async_twin(get_memory)
+    asweep_expired = async_twin(sweep_expired)
     adelete_memory = async_twin(delete_memory)
     alist_memories = async_twin(list_memories)
     arecord_messages = async_twin(record_messages)

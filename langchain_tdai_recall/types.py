@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 __all__ = [
     "MEMORY_TYPES",
@@ -122,6 +123,13 @@ class MemoryRecord:
     """First write time (UTC, ISO-8601)."""
     updated_at: str = ""
     """Last write time (UTC, ISO-8601)."""
+    metadata: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """A small JSON object of the application's own (str keys, JSON values); `search_memories`
+    filters on it by equality. Items of `TdaiStore` keep their key and value under
+    `"tdai_store"`."""
+    expires_at: str | None = None
+    """When the memory expires (UTC, ISO-8601), or `None` for never. An expired memory is never
+    searched, recalled, pinned or shown, and is deleted by the background sweep."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

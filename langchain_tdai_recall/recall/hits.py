@@ -15,6 +15,7 @@ from langchain_tdai_recall._records import check_int, clean_text, shown
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.recall.search import RankedHit, Searcher
+from langchain_tdai_recall.stores._index.extras import MemoryFilter
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.text.clean import clean_query, content_text
 from langchain_tdai_recall.types import MemoryHit, MemoryType, MessageHit, Scope
@@ -39,9 +40,15 @@ class HitSearch:
         min_score: object,
         kind: MemoryType | None,
         scene: str | None,
+        where: MemoryFilter | None = None,
     ) -> list[MemoryHit]:
-        """The best L1 memories of `scope` for `query` (arguments as `search_memories` takes)."""
-        hits = self._ranked(scope, "l1", query, limit, min_score, kind=kind, group=scene or None)
+        """The best L1 memories of `scope` for `query` (arguments as `search_memories` takes).
+
+        `where` filters by metadata and times (`stores._index.extras.MemoryFilter`).
+        """
+        hits = self._ranked(
+            scope, "l1", query, limit, min_score, kind=kind, group=scene or None, where=where
+        )
         records = self._store.memories_by_ref(scope, [h.rowid for h in hits])
         return [
             MemoryHit(
@@ -87,6 +94,15 @@ class HitSearch:
             for h in hits
             if (rec := records.get(h.rowid)) is not None
         ]
+
+    def ranked_memories(
+        self, scope: Scope, query: object, *, limit: int, where: MemoryFilter | None
+    ) -> list[RankedHit]:
+        """The ranked L1 rows of `scope` for `query` above the tools' floor, records unread.
+
+        `graph_store.TdaiStore` reads and pages them itself.
+        """
+        return self._ranked(scope, "l1", query, limit, None, where=where)
 
     def _ranked(
         self,

@@ -44,6 +44,7 @@ import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
 from langchain_tdai_recall._threads import DaemonExecutor
+from langchain_tdai_recall.stores._index.extras import MemoryFilter
 from langchain_tdai_recall.stores._index.keyword import KeywordHits
 from langchain_tdai_recall.stores._index.layer import LayerIndex
 from langchain_tdai_recall.stores.base import BaseMemoryStore
@@ -256,6 +257,7 @@ class Searcher:
         exact_group: bool = False,
         deadline: float | None = None,
         query_vector: npt.NDArray[np.float32] | None = None,
+        where: MemoryFilter | None = None,
     ) -> SearchOutcome:
         """Ranked candidates for `text` in one scope's layer.
 
@@ -265,6 +267,8 @@ class Searcher:
         `time.monotonic()` bound for the query embedding on top of its own timeout.
         `query_vector`, an L2-normalised vector the caller already has for `text` (memory
         formation embeds its new memories once for their rows), replaces the query embedding.
+        `where` filters L1 rows by metadata and times. Expired memories, and items stored with
+        `index=False`, are never returned (`LayerIndex.excluded`).
         """
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -273,8 +277,9 @@ class Searcher:
         effective, pending, error = self._plan(strategy, index, query_vector)
         if index is None or not index.meta:
             return SearchOutcome([], effective, None, timings)
-        allowed = index.allowed(kind=kind, group=group, exact_group=exact_group)
+        allowed = index.allowed(kind=kind, group=group, exact_group=exact_group, where=where)
         depth = max(limit, 1) * CANDIDATES_PER_RESULT
+        excluded, depth, allowed = _excluding(index, layer, depth, allowed)
 
         vector: npt.NDArray[np.float32] | None = None
         cosines: dict[int, float] = {}
@@ -318,8 +323,26 @@ class Searcher:
 
         t4 = time.perf_counter()
         hits = _fuse(effective, cosines, coverage, ranked, index)
+        if excluded:
+            hits = [h for h in hits if h.rowid not in excluded]
         timings["fuse"] = (time.perf_counter() - t4) * 1000
         return SearchOutcome(hits, effective, error, timings, scope_coverage, pending)
+
+
+def _excluding(
+    index: LayerIndex, layer: Layer, depth: int, allowed: npt.NDArray[np.int64] | None
+) -> tuple[frozenset[int], int, npt.NDArray[np.int64] | None]:
+    """The rows no search may return (expired, hidden), the leg depth and the allowed rows.
+
+    Each leg asks for as many more candidates as there are such rows, so it still brings
+    `depth` that may be returned; the hits are filtered after fusion.
+    """
+    excluded = index.excluded() if layer == "l1" else frozenset()
+    if not excluded:
+        return excluded, depth, allowed
+    if allowed is not None:
+        allowed = allowed[~np.isin(allowed, np.fromiter(excluded, np.int64, len(excluded)))]
+    return excluded, depth + len(excluded), allowed
 
 
 def _vector_backlog(index: LayerIndex) -> tuple[int, str | None]:

@@ -349,3 +349,10 @@ class ScopedStore(BaseMemoryStore):
         if self.embedder_id is None:
             return 0
         return self.records.drop_vectors(self.embedder_id, keep_dimension=dimension)
+
+    # -- expiry (issue 16) --------------------------------------------------------------------
+
+    def expired_memories(self, now: str, *, limit: int) -> list[tuple[Scope, str]]:
+        """(scope, id) of up to `limit` memories whose expiry is at or before `now`."""
+        self._check_open()
+        return self.records.expired_memories(now, limit)

@@ -637,6 +637,29 @@ class BaseMemoryStore(ABC):
         """Async version of `close`."""
         await asyncio.to_thread(self.close)
 
+    # -- expiry (issue 16) --------------------------------------------------------------------
+
+    def expired_memories(self, now: str, *, limit: int) -> list[tuple[Scope, str]]:
+        """(scope, id) of up to `limit` memories whose `expires_at` is at or before `now`.
+
+        `now` is UTC ISO-8601 with milliseconds and `Z` (as expiries are stored). The default,
+        for a backend without expiry, finds none; searches still never return an expired
+        memory (the index leaves them out).
+        """
+        self._check_open()
+        return []
+
+    def sweep_expired(self, now: str, *, limit: int = 500) -> int:
+        """Delete up to `limit` memories expired at `now` (index entries go with them).
+
+        Bounded work per call, for the background writer; returns how many were deleted.
+        """
+        self._check_writable()
+        by_scope: dict[Scope, list[str]] = {}
+        for scope, memory_id in self.expired_memories(now, limit=limit):
+            by_scope.setdefault(scope, []).append(memory_id)
+        return sum(self.delete_memories(scope, ids) for scope, ids in by_scope.items())
+
     def __repr__(self) -> str:
         state = ", closed" if self._closed else (", read-only" if self.read_only else "")
         return f"{type(self).__name__}({self.location}{state})"

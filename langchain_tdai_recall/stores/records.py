@@ -38,6 +38,7 @@ __all__ = [
     "RowWriter",
     "memory_from_row",
     "message_from_row",
+    "metadata_json",
 ]
 
 Layer = Literal["l1", "l0"]
@@ -57,6 +58,8 @@ MEMORY_COLUMNS: Final = (
     "source_message_ids",
     "created_at",
     "updated_at",
+    "metadata",
+    "expires_at",
 )
 """The columns every backend selects, in this order, to read a memory (`memory_from_row`)."""
 
@@ -107,7 +110,7 @@ class PendingVector:
 
 
 def memory_from_row(row: Sequence[object], scope: Scope) -> MemoryRecord:
-    """A memory record from a row whose first 13 columns are `MEMORY_COLUMNS`."""
+    """A memory record from a row whose first 15 columns are `MEMORY_COLUMNS`."""
     (
         _,
         mid,
@@ -122,7 +125,9 @@ def memory_from_row(row: Sequence[object], scope: Scope) -> MemoryRecord:
         sources,
         created,
         updated,
-    ) = row[:13]
+        metadata,
+        expires,
+    ) = row[:15]
     return MemoryRecord(
         id=str(mid),
         content=str(content),
@@ -138,7 +143,24 @@ def memory_from_row(row: Sequence[object], scope: Scope) -> MemoryRecord:
         source_message_ids=tuple(json.loads(str(sources))),
         created_at=str(created),
         updated_at=str(updated),
+        metadata=_metadata(metadata),
+        expires_at=None if expires is None else str(expires),
     )
+
+
+def _metadata(value: object) -> dict[str, object]:
+    """Stored metadata (JSON text, or a dict from PostgreSQL's jsonb) as a dict."""
+    if value is None or value in ("", "{}"):
+        return {}
+    if isinstance(value, dict):
+        return value
+    loaded = json.loads(str(value))
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def metadata_json(record: MemoryRecord) -> str:
+    """A record's metadata as the JSON text the backends store."""
+    return json.dumps(dict(record.metadata), ensure_ascii=False, separators=(",", ":"))
 
 
 def message_from_row(row: Sequence[object], scope: Scope) -> MessageRecord:
@@ -324,6 +346,12 @@ class RecordBackend(Protocol):
 
     def drop_vectors(self, embedder: str, *, keep_dimension: int) -> int:
         """Forget `embedder`'s vectors of another dimension; returns how many rows were reset."""
+        ...
+
+    # -- expiry (issue 16)
+
+    def expired_memories(self, now: str, limit: int) -> list[tuple[Scope, str]]:
+        """(scope, id) of up to `limit` memories whose `expires_at` is at or before `now`."""
         ...
 
 

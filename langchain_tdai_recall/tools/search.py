@@ -15,9 +15,10 @@ from typing import Annotated, Any, Final, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
 from langchain_core.tools import InjectedToolArg, ToolException
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 from typing_extensions import override
 
+from langchain_tdai_recall._memory_meta import time_bound
 from langchain_tdai_recall._turn import (
     CONVERSATION_SEARCH_TOOL,
     MEMORY_SEARCH_TOOL,
@@ -25,6 +26,7 @@ from langchain_tdai_recall._turn import (
     StateBudget,
     TurnIdentity,
 )
+from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.recall.prompt import escape_block_text, escape_inline, format_time
 from langchain_tdai_recall.tools._base import (
     ToolOutput,
@@ -115,9 +117,48 @@ class MemorySearchInput(_ToolInput):
         default=None,
         description="Only memories whose scene name contains this text.",
     )
+    metadata: dict[str, str | int | float | bool | None] | None = Field(
+        default=None,
+        description="Only memories whose metadata has each of these keys with this exact value.",
+    )
+    created_after: str | None = Field(
+        default=None,
+        description="Only memories saved on or after this date (YYYY-MM-DD or ISO date-time).",
+    )
+    created_before: str | None = Field(
+        default=None,
+        description="Only memories saved on or before this date (YYYY-MM-DD or ISO date-time).",
+    )
+    active_after: str | None = Field(
+        default=None,
+        description="Only events happening (or ending) on or after this date (YYYY-MM-DD).",
+    )
+    active_before: str | None = Field(
+        default=None,
+        description="Only events happening (or starting) on or before this date (YYYY-MM-DD).",
+    )
 
     _check_limit = field_validator("limit", mode="before")(_reject_bool)
     _check_query = field_validator("query", mode="before")(_strip_query)
+
+    @field_validator("created_after", "created_before", "active_after", "active_before")
+    @classmethod
+    def _check_time(cls, value: str | None, info: ValidationInfo) -> str | None:
+        try:
+            time_bound(str(info.field_name), value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+
+_FILTER_ARGS: Final = (
+    "metadata",
+    "created_after",
+    "created_before",
+    "active_after",
+    "active_before",
+)
+"""The optional filter arguments of `tdai_memory_search` (issue 16)."""
 
 
 class ConversationSearchInput(_ToolInput):
@@ -301,6 +342,7 @@ class _MemorySearchTool(_MemoryToolBase):
                         "scene": args["scene"],
                         "user_id": identity.scope.user_id,
                         "agent_id": identity.scope.agent_id,
+                        **{k: args.get(k) for k in _FILTER_ARGS},
                     },
                 )
             )
@@ -317,8 +359,9 @@ class _MemorySearchTool(_MemoryToolBase):
         scene: str | None = None,
         runtime: Annotated[Any, InjectedToolArg] = None,
         run_manager: CallbackManagerForToolRun | None = None,
+        **filters: Any,
     ) -> ToolOutput:
-        args = {"query": query, "limit": limit, "type": type, "scene": scene}
+        args = {"query": query, "limit": limit, "type": type, "scene": scene, **filters}
         return self._drive(self._start(args, runtime, run_manager))
 
     @override
@@ -330,8 +373,9 @@ class _MemorySearchTool(_MemoryToolBase):
         scene: str | None = None,
         runtime: Annotated[Any, InjectedToolArg] = None,
         run_manager: AsyncCallbackManagerForToolRun | None = None,
+        **filters: Any,
     ) -> ToolOutput:
-        args = {"query": query, "limit": limit, "type": type, "scene": scene}
+        args = {"query": query, "limit": limit, "type": type, "scene": scene, **filters}
         return await self._adrive(self._start(args, runtime, run_manager))
 
 

@@ -42,7 +42,8 @@ SPEC_NAMES = {
 # `StoreStats`, `SceneInfo`, `SceneBlock`, `MemoryVersion`, `ExtractionReport`), the configuration
 # sections a `TdaiConfig` is built from, the exception tree, `MessageRecord` (an L0 message as
 # stored, part of the `stores.BaseMemoryStore` interface), `TdaiRetriever` (what
-# `TdaiMemory.as_retriever()` returns) and `__version__`. A name added to or
+# `TdaiMemory.as_retriever()` returns), `TdaiStore` (what `TdaiMemory.as_store()` returns; issue
+# 16) and `__version__`. A name added to or
 # removed from an `__all__` is a change of the public API: change it here, on purpose.
 PACKAGE_ALL = [
     "CaptureConfig",
@@ -80,6 +81,7 @@ PACKAGE_ALL = [
     "TdaiRecallError",
     "TdaiRecallMiddleware",
     "TdaiRetriever",
+    "TdaiStore",
     "ToolsConfig",
     "__version__",
     "create_memory_tools",

@@ -17,14 +17,21 @@ import datetime as dt
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
+from langchain_tdai_recall.stores._index.extras import (
+    ExpiryTable,
+    MemoryFilter,
+    RowExtras,
+    row_extras,
+)
 from langchain_tdai_recall.stores._index.keyword import KeywordHits, KeywordIndex, KeywordState
 from langchain_tdai_recall.stores._index.profile import ProfileHead
 from langchain_tdai_recall.stores.records import Layer, MemoryRow, MessageRow
@@ -110,6 +117,8 @@ class LayerState:
     """Ranking fields of each row of `rowids`, in the same order."""
     keyword: KeywordState
     vectors: VectorState | None
+    extras: dict[int, RowExtras] = field(default_factory=dict)
+    """The sparse fields (expiry, metadata, activity times) of the rows that have them."""
 
 
 def row_meta(  # noqa: PLR0917 - the fields of a RowMeta, in order
@@ -172,7 +181,7 @@ class LayerIndex:
         self._generation = 0
         self._version = 0
         """Bumped whenever this layer's rows change (a refresh for the other layer does not)."""
-        self._memos: dict[Hashable, tuple[int, object]] = {}
+        self._memos: dict[Hashable, tuple[tuple[int, int], object]] = {}
         self.keyword = KeywordIndex(tokenizer.identity)
         self.vectors: VectorIndex | None = None
         self.meta: dict[int, RowMeta] = {}
@@ -181,6 +190,16 @@ class LayerIndex:
         memories with priority >= `TRACKED_PRIORITY`, with their priority."""
         self._profile = ProfileHead(PROFILE_HEAD)
         """L1 rows in profile order (see `stores._index.profile`)."""
+        self.extras: dict[int, RowExtras] = {}
+        """L1 rows with an expiry, metadata or activity times (`stores._index.extras`)."""
+        self._hidden: set[int] = set()
+        """L1 rows stored but not searchable by query nor recalled."""
+        self._expiring: dict[int, float] = {}
+        """L1 rows with an expiry (epoch seconds): usually none, so recall pays nothing."""
+        self._expiry: tuple[int, ExpiryTable] | None = None
+        """The expiry table and the version it was built at."""
+        self._excluded: tuple[tuple[int, int], frozenset[int]] = ((0, 0), frozenset())
+        """The rows left out of searches, by (version, expired rows) they were found at."""
 
     def refresh(self) -> None:
         """Apply every change written to this scope's layer since the last refresh."""
@@ -238,6 +257,7 @@ class LayerIndex:
                 metas=list(self.meta.values()),
                 keyword=self.keyword.export_state(),
                 vectors=self.vectors.export_state() if self.vectors is not None else None,
+                extras=dict(self.extras),
             )
 
     def restore(self, state: LayerState) -> None:
@@ -263,10 +283,18 @@ class LayerIndex:
         if state.vectors is not None and not np.isin(state.vectors.ids, state.rowids).all():
             msg = "the vector index holds rows the row fields do not"
             raise ValueError(msg)
+        if not set(state.extras) <= set(rowids):
+            msg = "the row extras name rows the row fields do not"
+            raise ValueError(msg)
         with self._writing():
             self.keyword = keyword
             self.vectors = vectors
             self.meta = dict(zip(rowids, state.metas, strict=True))
+            self.extras = dict(state.extras)
+            self._hidden = {rowid for rowid, e in self.extras.items() if e.hidden}
+            self._expiring = {
+                rowid: e.expires for rowid, e in self.extras.items() if e.expires is not None
+            }
             self._version += 1
             self.high_priority = {}
             if self.layer == "l1":
@@ -286,7 +314,7 @@ class LayerIndex:
         100k memories that takes tens of milliseconds, and it only changes with the L1 rows.
         """
         with self._klock:
-            version = self._version
+            version = self._state_key()
             hit = self._memos.get(key)
         if hit is not None and hit[0] == version:
             return cast("_T", hit[1])
@@ -294,6 +322,51 @@ class LayerIndex:
         with self._klock:
             self._memos[key] = (version, value)
         return value
+
+    # -- expiry and hidden rows (issue 16) ------------------------------------------------------
+
+    def _expiry_table(self) -> ExpiryTable:
+        """The expiring rows sorted by expiry, rebuilt after a change of the rows."""
+        cached = self._expiry
+        if cached is not None and cached[0] == self._version:
+            return cached[1]
+        table = ExpiryTable(self._expiring)
+        self._expiry = (self._version, table)
+        return table
+
+    def _state_key(self) -> tuple[int, int]:
+        """(version, rows expired now): what recall's memo depends on. Call under `_klock`."""
+        if not self._expiring:
+            return (self._version, 0)
+        return (self._version, self._expiry_table().count(time.time()))
+
+    def excluded(self) -> frozenset[int]:
+        """Rows no search or recall may return now: the expired and the hidden ones."""
+        with self._klock:
+            key = self._state_key()
+            if key == self._excluded[0]:
+                return self._excluded[1]
+            rows = frozenset(self._expiry_table().first(key[1])) | self._hidden
+            self._excluded = (key, rows)
+            return rows
+
+    def newest_rows(self, where: MemoryFilter | None) -> list[int]:
+        """Rows passing `where` that have not expired, hidden ones included, newest first.
+
+        Order: last write time (newest first), then id. Used to list items without a query.
+        """
+        allowed = self.allowed(kind=None, group=None, exact_group=False, where=where)
+        with self._klock:
+            expired = set(self._expiry_table().first(self._state_key()[1]))
+            rows = list(self.meta) if allowed is None else allowed.tolist()
+            keyed = [
+                (self.meta[r].recency, self.meta[r].id, r)
+                for r in rows
+                if r in self.meta and r not in expired
+            ]
+        keyed.sort(key=lambda t: t[1])
+        keyed.sort(key=lambda t: t[0], reverse=True)
+        return [r for _, _, r in keyed]
 
     def _remove(self, rowids: list[int]) -> None:
         self._version += 1
@@ -304,6 +377,24 @@ class LayerIndex:
             self.meta.pop(rowid, None)
             self.high_priority.pop(rowid, None)
             self._profile.remove(rowid)
+            self.extras.pop(rowid, None)
+            self._hidden.discard(rowid)
+            self._expiring.pop(rowid, None)
+
+    def _track_extras(self, row: MemoryRow) -> None:
+        extras = row_extras(row.record)
+        if extras is None:
+            self.extras.pop(row.rowid, None)
+        else:
+            self.extras[row.rowid] = extras
+        if extras is not None and extras.hidden:
+            self._hidden.add(row.rowid)
+        else:
+            self._hidden.discard(row.rowid)
+        if extras is not None and extras.expires is not None:
+            self._expiring[row.rowid] = extras.expires
+        else:
+            self._expiring.pop(row.rowid, None)
 
     def _apply(self, rows: list[MemoryRow] | list[MessageRow]) -> None:
         if rows:
@@ -313,6 +404,7 @@ class LayerIndex:
         without_vec: list[int] = []
         for row in rows:
             if isinstance(row, MemoryRow):
+                self._track_extras(row)
                 meta = row_meta(
                     row.record.id,
                     row.record.type,
@@ -368,16 +460,22 @@ class LayerIndex:
     # -- searching (call refresh() first) ------------------------------------------------------
 
     def allowed(
-        self, *, kind: str | None, group: str | None, exact_group: bool
+        self,
+        *,
+        kind: str | None,
+        group: str | None,
+        exact_group: bool,
+        where: MemoryFilter | None = None,
     ) -> npt.NDArray[np.int64] | None:
         """Row ids passing the filters, or `None` when there are no filters.
 
         `group` matches the scene name case-insensitively as a substring, or the session key
-        exactly when `exact_group`.
+        exactly when `exact_group`; `where` tests metadata and times (`MemoryFilter`).
         """
-        if kind is None and group is None:
+        if kind is None and group is None and where is None:
             return None
         needle = (group or "").casefold()
+        extras = self.extras
         with self._klock:
             picked = [
                 rowid
@@ -387,6 +485,7 @@ class LayerIndex:
                     group is None
                     or (m.group == group if exact_group else needle in m.group.casefold())
                 )
+                and (where is None or where.matches(m.created, extras.get(rowid), m.kind))
             ]
         return np.asarray(sorted(picked), dtype=np.int64) if picked else _EMPTY_IDS
 
@@ -450,8 +549,9 @@ class LayerIndex:
         Profile order: priority (highest first), then `persona`, `instruction`, `episodic`,
         then oldest, then id; standing rules (priority -1) are never listed.
         """
+        hidden = self.excluded()
         with self._klock:
-            return self._profile.first(limit, skip)
+            return self._profile.first(limit, skip | hidden if hidden else skip)
 
     def pinned_rows(self, min_priority: int) -> list[tuple[int, int]]:
         """(row id, priority) of the rows pinned into the system context, by row id.
@@ -459,11 +559,12 @@ class LayerIndex:
         These are the standing rules (instructions with priority -1) and the memories with
         priority >= `min_priority`.
         """
+        hidden = self.excluded()
         with self._klock:
             return sorted(
                 (rowid, p)
                 for rowid, p in self.high_priority.items()
-                if p == -1 or p >= min_priority
+                if (p == -1 or p >= min_priority) and rowid not in hidden
             )
 
     def stats(self) -> tuple[int, int]:

@@ -43,6 +43,7 @@ from typing import Any, BinaryIO, Final
 import numpy as np
 import numpy.typing as npt
 
+from langchain_tdai_recall.stores._index.extras import extras_from_json, extras_to_json
 from langchain_tdai_recall.stores._index.keyword import KeywordState
 from langchain_tdai_recall.stores._index.layer import LayerIndex, LayerState, RowMeta, RowSource
 from langchain_tdai_recall.stores.records import Layer
@@ -61,7 +62,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MAGIC: Final = b"TDAI-IDX"
-FORMAT: Final = 3
+FORMAT: Final = 4
+"""4: the rows' sparse fields (expiry, metadata, activity times; `extras`) are kept."""
 _DIGEST_SIZE: Final = 16
 _MAX_HEADER: Final = 1 << 20
 _ALIGN: Final = 64
@@ -161,6 +163,7 @@ def _arrays(state: LayerState) -> tuple[dict[str, npt.NDArray[Any]], list[str], 
         "order_keys": kw.order_keys,
         "term_starts": kw.term_starts,
         "term_ids": kw.term_ids,
+        "extras": np.frombuffer(extras_to_json(state.extras), dtype=np.uint8),
     }
     if state.vectors is not None:
         arrays["vector_ids"] = state.vectors.ids
@@ -375,6 +378,7 @@ def _state(header: dict[str, Any], a: dict[str, npt.NDArray[Any]], key: Snapshot
         metas=metas,
         keyword=keyword,
         vectors=vectors,
+        extras=extras_from_json(a["extras"].tobytes()),
     )
 
 

@@ -32,6 +32,7 @@ from langchain_tdai_recall.stores.records import (
     MessageRow,
     memory_from_row,
     message_from_row,
+    metadata_json,
 )
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.types import (
@@ -54,8 +55,8 @@ __all__ = ["INSERT_MEMORY", "SqlRecords", "agent_key", "memory_params"]
 _MEMORY_INSERT: Final = """
     INSERT INTO {p}memories (scope_id, id, content, type, scene_name, priority,
         activity_start_time, activity_end_time, "timestamp", session_key, source_message_ids,
-        created_at, updated_at, generation, embedder, vector, content_key)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        created_at, updated_at, metadata, expires_at, generation, embedder, vector, content_key)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 INSERT_MEMORY: Final = _MEMORY_INSERT
@@ -74,7 +75,8 @@ _UPSERT_MEMORY: Final = (
         activity_end_time = excluded.activity_end_time, "timestamp" = excluded."timestamp",
         session_key = excluded.session_key, source_message_ids = excluded.source_message_ids,
         updated_at = excluded.updated_at, generation = excluded.generation,
-        content_key = excluded.content_key
+        content_key = excluded.content_key, metadata = excluded.metadata,
+        expires_at = excluded.expires_at
 """
 )
 """A memory written by this store: an update keeps `created_at`, and keeps the row's vector
@@ -90,7 +92,8 @@ _COPY_MEMORY: Final = (
         session_key = excluded.session_key, source_message_ids = excluded.source_message_ids,
         created_at = excluded.created_at, updated_at = excluded.updated_at,
         generation = excluded.generation, embedder = excluded.embedder, vector = excluded.vector,
-        content_key = excluded.content_key
+        content_key = excluded.content_key, metadata = excluded.metadata,
+        expires_at = excluded.expires_at
 """
 )
 """A memory copied from another store: every field as it was, replacing a row of its id."""
@@ -114,7 +117,7 @@ def agent_key(agent_id: str | None) -> str:
 def memory_params(
     dialect: Dialect, scope_id: int, rec: MemoryRecord, gen: int
 ) -> tuple[object, ...]:
-    """The first 14 columns of a memory row (up to `generation`), as the dialect stores text."""
+    """The first 16 columns of a memory row (up to `generation`), as the dialect stores text."""
     t = dialect.text
     return (
         scope_id,
@@ -130,6 +133,8 @@ def memory_params(
         t(json.dumps(list(rec.source_message_ids), ensure_ascii=False)),
         rec.created_at,
         rec.updated_at,
+        t(metadata_json(rec)),
+        rec.expires_at,
         gen,
     )
 
@@ -599,3 +604,24 @@ class SqlRecords(SqlVectors):
                 params=(scope_id,),
             )
         }
+
+    # -- expiry (issue 16) --------------------------------------------------------------------
+
+    def expired_memories(self, now: str, limit: int) -> list[tuple[Scope, str]]:
+        """(scope, id) of up to `limit` memories whose `expires_at` is at or before `now`.
+
+        Expiries are UTC ISO texts of one form, so they compare with `now` as text (byte-wise;
+        the `*_expiry` partial index serves the search).
+        """
+        c = self.dialect.collate_c
+        with self._reading("find expired memories") as conn:
+            rows = conn.execute(
+                self.dialect.sql(
+                    "SELECT s.user_id, s.agent_id, m.id FROM {p}memories m "
+                    "JOIN {p}scopes s ON s.scope_id = m.scope_id "
+                    f"WHERE m.expires_at IS NOT NULL AND m.expires_at{c} <= ? "
+                    f"ORDER BY m.expires_at{c} LIMIT ?"
+                ),
+                (now, limit),
+            ).fetchall()
+        return [(Scope(str(u), str(a) or None), str(i)) for u, a, i in rows]

@@ -29,7 +29,9 @@ from langchain_tdai_recall.errors import (
 from langchain_tdai_recall.stores.local._schema import (
     DB_FILENAME,
     FORMATION_SCHEMA,
+    LIFECYCLE_SCHEMA,
     MIGRATIONS,
+    OLD_MEMORIES_VIEW,
     OUR_TABLES,
 )
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
@@ -198,6 +200,9 @@ class SqliteConnection:
             conn.close()
             conn = self._connect(f"{uri}&immutable=1", uri=True)
             self._check_schema(conn, migrate=False)
+        if self._schema < LIFECYCLE_SCHEMA:
+            with self._guard("open"):
+                conn.execute(OLD_MEMORIES_VIEW)
         return conn
 
     def _check_schema(self, conn: sqlite3.Connection, *, migrate: bool) -> int:

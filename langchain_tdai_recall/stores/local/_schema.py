@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["CONTEXT_SCHEMA", "DB_FILENAME", "FORMATION_SCHEMA", "MIGRATIONS", "OUR_TABLES"]
+__all__ = [
+    "CONTEXT_SCHEMA",
+    "DB_FILENAME",
+    "FORMATION_SCHEMA",
+    "LIFECYCLE_SCHEMA",
+    "MIGRATIONS",
+    "OLD_MEMORIES_VIEW",
+    "OUR_TABLES",
+]
 
 DB_FILENAME: Final = "memory.sqlite3"
 """The database file in a store directory; it marks the directory as a store."""
@@ -138,6 +146,13 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         expires_at REAL NOT NULL
     );
     """,
+    # 5 (issue 16): memory metadata (a JSON object) and expiry (UTC ISO text, compared with the
+    # clock as text); the background sweep finds expired rows through `memories_expiry`
+    """
+    ALTER TABLE memories ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE memories ADD COLUMN expires_at TEXT;
+    CREATE INDEX memories_expiry ON memories (expires_at) WHERE expires_at IS NOT NULL;
+    """,
 )
 """Append-only schema migrations; `PRAGMA user_version` is the number applied."""
 
@@ -147,6 +162,15 @@ cannot migrate) reads them without context."""
 FORMATION_SCHEMA: Final = 4
 """Schema from which memories have a fingerprint and the history and formation tables exist;
 a read-only open of an older store reads memories without them."""
+LIFECYCLE_SCHEMA: Final = 5
+"""Schema from which memories have metadata and an expiry; a read-only open of an older store
+reads them through `OLD_MEMORIES_VIEW`, which adds both, empty."""
+OLD_MEMORIES_VIEW: Final = (
+    "CREATE TEMP VIEW IF NOT EXISTS memories AS "
+    "SELECT *, '{}' AS metadata, NULL AS expires_at FROM main.memories"
+)
+"""For a read-only connection to a store older than `LIFECYCLE_SCHEMA`: the temp schema's view
+shadows main's table for every unqualified `memories` the shared SQL names."""
 
 OUR_TABLES: Final = frozenset({"scopes", "memories", "messages", "tombstones"})
 """Tables every memory store has (a database without them is not one)."""

@@ -166,6 +166,14 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         expires_at double precision NOT NULL
     );
     """,
+    # 3 (issue 16): memory metadata (a JSON object as text) and expiry (UTC ISO text, compared
+    # with the clock byte-wise); the background sweep finds expired rows by `..._expiry`
+    """
+    ALTER TABLE tdai_memories ADD COLUMN metadata text NOT NULL DEFAULT '{}';
+    ALTER TABLE tdai_memories ADD COLUMN expires_at text;
+    CREATE INDEX tdai_memories_expiry ON tdai_memories (expires_at COLLATE "C")
+        WHERE expires_at IS NOT NULL;
+    """,
 )
 """Append-only schema migrations; never edit one that was released, add another."""
 

@@ -68,7 +68,18 @@ def test_names_order_and_model_facing_schemas(mem: TdaiMemory) -> None:
     search, convo, scene = (convert_to_openai_tool(t)["function"] for t in tools)
     assert search["parameters"]["required"] == ["query"]
     props = search["parameters"]["properties"]
-    assert set(props) == {"query", "limit", "type", "scene"}
+    assert set(props) == {
+        "query",
+        "limit",
+        "type",
+        "scene",
+        # issue 16: optional metadata and time filters
+        "metadata",
+        "created_after",
+        "created_before",
+        "active_after",
+        "active_before",
+    }
     assert props["limit"]["type"] == "integer"
     assert (props["limit"]["minimum"], props["limit"]["maximum"], props["limit"]["default"]) == (
         1,
@@ -424,3 +435,39 @@ def test_a_quick_store_error_does_not_open_the_breaker_even_with_recall_off() ->
         assert tool.invoke(_tool_call("tdai_memory_search", {"query": "seats"})).status == "error"
         assert tool.invoke(_tool_call("tdai_memory_search", {"query": "seats"})).status != "error"
         assert calls["n"] == 2
+
+
+def test_memory_search_filters_by_metadata_and_time(mem: TdaiMemory) -> None:
+    """Issue 16: the tool's optional metadata and time filters reach the search."""
+    mem.add_memory(
+        "Train seat booked for the Lyon trip.",
+        user_id="alice",
+        metadata={"source": "email"},
+        timestamp="2026-04-02",
+    )
+    mem.add_memory("Train seat preference: quiet coach.", user_id="alice")
+    search = mem.tools(user_id="alice")[0]
+
+    def contents(args: dict[str, Any]) -> list[str]:
+        result = search.invoke(_tool_call("tdai_memory_search", {"query": "train seat", **args}))
+        assert result.status == "success", result.content
+        return [a["content"] for a in result.artifact]
+
+    assert contents({"metadata": {"source": "email"}}) == ["Train seat booked for the Lyon trip."]
+    assert contents({"active_after": "2026-04-01", "active_before": "2026-04-30"}) == [
+        "Train seat booked for the Lyon trip."
+    ]
+    assert contents({"created_before": "2000-01-01"}) == []
+    bad = search.invoke(
+        _tool_call("tdai_memory_search", {"query": "train seat", "created_after": "soon"})
+    )
+    assert bad.status == "error" and "created_after" in str(bad.content)
+
+
+async def test_async_search_memories_takes_the_filters(mem: TdaiMemory) -> None:
+    rec = await mem.aadd_memory(
+        "Async filter check about kites.", user_id="alice", metadata={"k": 1}, ttl=60
+    )
+    hits = await mem.asearch_memories("kites", user_id="alice", metadata={"k": 1})
+    assert [h.id for h in hits] == [rec.id]
+    assert await mem.asearch_memories("kites", user_id="alice", metadata={"k": 2}) == []

@@ -22,6 +22,10 @@ def _as_schema_3(path: Path) -> None:
     """Turn a store back into what main's schema 3 wrote (before memory formation)."""
     conn = sqlite3.connect(path / DB_FILENAME)
     try:
+        # schema 5 (issue 16): memory metadata and expiry
+        conn.execute("DROP INDEX memories_expiry")
+        conn.execute("ALTER TABLE memories DROP COLUMN expires_at")
+        conn.execute("ALTER TABLE memories DROP COLUMN metadata")
         conn.execute("DROP INDEX memories_scope_content_key")
         conn.execute("ALTER TABLE memories DROP COLUMN content_key")
         for table in _FORMATION_TABLES:
@@ -50,6 +54,6 @@ def test_an_older_store_is_fingerprinted_when_it_migrates(tmp_path: Path) -> Non
         ]
     conn = sqlite3.connect(path / DB_FILENAME)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (4,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (5,)
     finally:
         conn.close()

@@ -1,0 +1,17 @@
+"""`TdaiStore` conformance-style checks on PostgreSQL (issue 16): `tests.graph_store_cases`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall.testing import HashEmbeddings
+from tests import graph_store_cases as cases
+
+
+@pytest.mark.parametrize("check", cases.ALL_CHECKS, ids=lambda c: c.__name__[6:])
+def test_store_behaviour(postgres_url: str, check: Callable[[TdaiMemory], None]) -> None:
+    with TdaiMemory.open(postgres_url, embeddings=HashEmbeddings(dims=32)) as memory:
+        check(memory)
