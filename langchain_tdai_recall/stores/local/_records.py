@@ -128,10 +128,19 @@ class SqliteRecords(SqliteConnection, SqlRecords):
         return int(row[0])
 
     def scopes(self) -> list[tuple[int, Scope]]:
-        """Every scope: (scope_id, scope)."""
+        """Every scope that has ever held a memory or a message: (scope_id, scope).
+
+        A scope erased by `TdaiMemory.forget` keeps its key row (see `_erasure`) but is left
+        out until it holds a record again.
+        """
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT scope_id, user_id, agent_id FROM scopes ORDER BY user_id, agent_id"
+                "SELECT scope_id, user_id, agent_id FROM scopes AS s "
+                "WHERE NOT EXISTS (SELECT 1 FROM tombstones AS t "
+                "WHERE t.scope_id = s.scope_id AND t.layer = 'scope') "
+                "OR EXISTS (SELECT 1 FROM memories WHERE scope_id = s.scope_id) "
+                "OR EXISTS (SELECT 1 FROM messages WHERE scope_id = s.scope_id) "
+                "ORDER BY user_id, agent_id"
             ).fetchall()
         return [(int(s), Scope(u, a or None)) for s, u, a in rows]
 
