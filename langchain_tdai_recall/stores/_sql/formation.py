@@ -274,20 +274,26 @@ class SqlFormationState(BaseFormationState):
     def record_failure(
         self, scope_id: int, session_key: str, *, error: str, retry_at: float
     ) -> int:
-        """Count a failed window (the cursor stays); returns the consecutive failures."""
+        """Count a failed window (the cursor stays); returns the consecutive failures.
+
+        A session that holds no message any more (erased by `forget` while the window was
+        formed) gets no state: there is nothing to retry.
+        """
+        session = self._text(session_key)
         with self._writing("record a formation failure") as conn:
             row = conn.execute(
                 self._sql(
                     "INSERT INTO {p}formation_sessions (scope_id, session_key, failures, "
-                    "retry_at, last_error) VALUES (?, ?, 1, ?, ?) "
+                    "retry_at, last_error) SELECT ?, ?, 1, ?, ? WHERE EXISTS (SELECT 1 FROM "
+                    "{p}messages WHERE scope_id = ? AND session_key = ?) "
                     "ON CONFLICT (scope_id, session_key) DO UPDATE SET "
                     "failures = {p}formation_sessions.failures + 1, "
                     "retry_at = excluded.retry_at, last_error = excluded.last_error "
                     "RETURNING failures"
                 ),
-                (scope_id, self._text(session_key), retry_at, self._text(error[:500])),
+                (scope_id, session, retry_at, self._text(error[:500]), scope_id, session),
             ).fetchone()
-        return int(row[0]) if row else 1
+        return int(row[0]) if row else 0
 
     def set_warmup(self, scope_id: int, session_key: str, warmup: int) -> None:
         """Store a session's warm-up threshold (0 = graduated)."""

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from langchain_tdai_recall.errors import ConfigError, StoreReadOnlyError
 from langchain_tdai_recall.memory import TdaiMemory
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.stores.formation import LeaseOwner, ScopeState
-from langchain_tdai_recall.testing import ScriptedFormationModel
+from langchain_tdai_recall.testing import FormationWindow, ScriptedFormationModel
 from langchain_tdai_recall.testing.conformance._shared import BackendFactory, open_memory
 from langchain_tdai_recall.testing.conformance.formation import FORMATION_CONFIG
 from langchain_tdai_recall.types import Scope
@@ -395,3 +396,46 @@ class DurableErasureTests:
         with open_memory(factory.open()) as third:
             assert [m.id for m in third.list_memories(user_id="h")] == ["coins"]
             assert [s.user_id for s in third.stats().scopes] == ["h"]
+
+    def test_a_run_in_another_handle_cannot_commit_into_a_forgotten_scope(
+        self, factory: BackendFactory
+    ) -> None:
+        """A run of another handle, waiting for its model at `forget`, commits nothing.
+
+        The lease its commit needs is gone (another handle stands for another process).
+        """
+        in_model = threading.Event()
+        release = threading.Event()
+
+        def extract(window: FormationWindow) -> list[dict[str, Any]]:
+            in_model.set()
+            assert release.wait(30)
+            return [{"content": "The user's code is 7.", "type": "persona", "priority": 80}]
+
+        config = {**FORMATION_CONFIG, "extraction": {**FORMATION_CONFIG["extraction"]}}
+        config["extraction"]["timeoutSeconds"] = 30
+        with (
+            open_memory(factory.open()) as admin,
+            open_memory(
+                factory.open(),
+                extraction_model=ScriptedFormationModel(extract=extract),
+                config=config,
+            ) as server,
+        ):
+            server.record_messages(
+                [{"role": "user", "content": "my code is 7"}], session_key="s", user_id="x"
+            )
+            runner = threading.Thread(target=lambda: server.extract(user_id="x"))
+            runner.start()
+            try:
+                assert in_model.wait(30)
+                assert admin.forget(user_id="x").messages == 1
+            finally:
+                release.set()
+                runner.join(30)
+            assert admin.list_memories(user_id="x") == []
+            assert server.list_memories(user_id="x") == []
+            assert server.list_messages(user_id="x") == []
+        with open_memory(factory.open()) as fresh:
+            surfaces = read_surfaces(fresh, Scope("x"))
+            assert _is_empty(surfaces) == [], surfaces
