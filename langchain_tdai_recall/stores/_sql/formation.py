@@ -349,7 +349,8 @@ class SqlFormationState(BaseFormationState):
         """Apply one window's (or one tool call's) writes and move the cursor, atomically.
 
         With `owner`, the lease must still be ours; with `session_key`, the cursor must still
-        be `expected_cursor`. Otherwise nothing is written and `ok` is False. Locks are taken in
+        be `expected_cursor` and the window's last message (`new_cursor`) must still exist (not
+        erased meanwhile). Otherwise nothing is written and `ok` is False. Locks are taken in
         one order (lease row, session row, scope row), so concurrent commits cannot deadlock.
         """
         now = utc_now()
@@ -374,7 +375,14 @@ class SqlFormationState(BaseFormationState):
                     return CommitOutcome(
                         False, f"the cursor moved ({expected_cursor} → {current}) meanwhile"
                     )
-            gen = records.bump(conn, scope_id)
+            gen = records.bump(conn, scope_id)  # locks the scope: an erasure is before or after
+            if session_key is not None and new_cursor is not None:
+                last = conn.execute(
+                    self._sql("SELECT 1 FROM {p}messages WHERE rowid = ? AND scope_id = ?"),
+                    (new_cursor, scope_id),
+                ).fetchone()
+                if last is None:  # erased by forget or delete_messages while it was formed
+                    return CommitOutcome(False, "the window's messages were deleted meanwhile")
             for memory_id, change, related in deletes:
                 if records.delete_memory_row(
                     conn,

@@ -21,11 +21,11 @@ import pytest
 from langchain_tdai_recall.errors import ConfigError, StoreReadOnlyError
 from langchain_tdai_recall.memory import TdaiMemory
 from langchain_tdai_recall.stores.base import BaseMemoryStore
-from langchain_tdai_recall.stores.formation import LeaseOwner, ScopeState
+from langchain_tdai_recall.stores.formation import LeaseOwner, ScopeState, Upsert
 from langchain_tdai_recall.testing import FormationWindow, ScriptedFormationModel
 from langchain_tdai_recall.testing.conformance._shared import BackendFactory, open_memory
 from langchain_tdai_recall.testing.conformance.formation import FORMATION_CONFIG
-from langchain_tdai_recall.types import Scope
+from langchain_tdai_recall.types import MemoryRecord, Scope
 
 GONE = Scope("gone-user")
 """The scope that is forgotten."""
@@ -43,7 +43,7 @@ import json, sys
 from langchain_tdai_recall.testing import HashEmbeddings
 from langchain_tdai_recall.testing.conformance.erasure import read_surfaces
 from langchain_tdai_recall.memory import TdaiMemory
-from langchain_tdai_recall.types import Scope
+from langchain_tdai_recall.types import MemoryRecord, Scope
 with TdaiMemory.open(sys.argv[1], embeddings=HashEmbeddings(dims=64)) as memory:
     out = {
         f"{u}/{a}": read_surfaces(memory, Scope(u, a or None))
@@ -308,6 +308,56 @@ class ErasureTests:
             assert memory.list_messages(user_id="nobody") == []
             with pytest.raises(ConfigError):
                 memory.list_messages(user_id="lm", limit=-1)
+
+    def test_a_window_read_before_the_erasure_is_never_committed(
+        self, factory: BackendFactory
+    ) -> None:
+        """A commit of a window whose messages were erased meanwhile writes nothing.
+
+        Even with the lease taken again and the cursor where it was (the erasure resets it).
+        """
+        store = factory.open()
+        with open_memory(store) as memory:
+            memory.record_messages(
+                [{"role": "user", "content": "my pin is 1234"}], session_key="s", user_id="w"
+            )
+            scope_id = store.scope_id(Scope("w"))
+            assert scope_id is not None
+            records = store.formation
+            window = records.messages_after(scope_id, "s", 0, 10)
+            owner = LeaseOwner("late-run")
+            assert records.acquire(scope_id, owner, 60)
+            memory.forget(user_id="w")
+            assert records.acquire(scope_id, owner, 60)  # renewed after the erasure
+            memory.record_messages(  # the session goes on after the erasure
+                [{"role": "user", "content": "new chat"}], session_key="s", user_id="w"
+            )
+            outcome = records.commit(
+                scope_id,
+                owner=owner,
+                upserts=[
+                    Upsert(
+                        MemoryRecord(
+                            id="pin",
+                            content="The user's pin is 1234.",
+                            user_id="w",
+                            created_at="2025-01-01T00:00:00.000Z",
+                            updated_at="2025-01-01T00:00:00.000Z",
+                        ),
+                        None,
+                    )
+                ],
+                deletes=[],
+                actor="extraction",
+                embedder=None,
+                session_key="s",
+                expected_cursor=0,
+                new_cursor=window[-1].rowid,
+            )
+            records.release(scope_id, owner)
+            assert not outcome.ok and "deleted" in outcome.reason
+            assert memory.list_memories(user_id="w") == []
+            assert records.session(scope_id, "s").cursor == 0
 
     def test_delete_messages_leaves_no_trace_of_them(self, factory: BackendFactory) -> None:
         """Deleted messages are gone from lists, searches and the next message's context."""
