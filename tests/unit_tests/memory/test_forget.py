@@ -22,7 +22,7 @@ from langchain_tdai_recall.stores._index import snapshot
 from langchain_tdai_recall.stores.local import DB_FILENAME
 from langchain_tdai_recall.stores.local.store import INDEX_CACHE_DIRNAME
 from langchain_tdai_recall.testing import HashEmbeddings, ScriptedFormationModel, SlowEmbeddings
-from langchain_tdai_recall.testing._formation import FormationWindow
+from langchain_tdai_recall.testing._formation import ConsolidationRequest, FormationWindow
 from langchain_tdai_recall.types import Scope
 
 FAST: dict[str, Any] = {
@@ -268,3 +268,54 @@ async def test_async_twins(tmp_path: Path) -> None:
         report = await memory.aforget(user_id="u")
         assert report.messages == 1
         assert await memory.alist_messages(user_id="u") == []
+
+
+def test_a_memory_tool_consolidation_in_flight_finishes_before_the_erasure(
+    tmp_path: Path,
+) -> None:
+    """A memory tool consolidation waiting for its model finishes before the erasure.
+
+    It cannot rewrite the memories it read once the scope is forgotten.
+    """
+    in_model = threading.Event()
+    release = threading.Event()
+    seen: list[ConsolidationRequest] = []
+
+    def consolidate(request: ConsolidationRequest) -> list[dict[str, Any]]:
+        in_model.set()
+        assert release.wait(30)
+        seen.append(request)
+        return [
+            {
+                "new_id": n["id"],
+                "action": "merge",
+                "target_ids": list(n["candidates"]),
+                "content": "The user drinks green tea every morning (merged).",
+            }
+            for n in request.new
+        ]
+
+    model = ScriptedFormationModel(consolidate=consolidate)
+    with TdaiMemory.open(
+        tmp_path / "s", embeddings=HashEmbeddings(), extraction_model=model, config=FAST
+    ) as memory:
+        memory.add_memory("The user likes green tea in the morning.", user_id="u")
+        manager = memory.memory_manager()
+        manager.remember(
+            Scope("u"),
+            "s1",
+            "The user likes green tea in the morning a lot.",
+            kind="persona",
+            priority=50,
+        )
+        assert in_model.wait(30), "no background consolidation was started"
+        done: list[object] = []
+        forgetting = threading.Thread(target=lambda: done.append(memory.forget(user_id="u")))
+        forgetting.start()
+        forgetting.join(0.5)
+        assert forgetting.is_alive(), "forget waits for the consolidation in flight"
+        release.set()
+        forgetting.join(30)
+        assert done and seen and seen[0].new[0]["candidates"]
+        assert memory.flush(timeout=30)
+        _empty(memory, "u")
