@@ -296,15 +296,20 @@ class SqlFormationState(BaseFormationState):
         return int(row[0]) if row else 0
 
     def set_warmup(self, scope_id: int, session_key: str, warmup: int) -> None:
-        """Store a session's warm-up threshold (0 = graduated)."""
+        """Store a session's warm-up threshold (0 = graduated).
+
+        Not for a session that holds no message any more (erased by `forget`).
+        """
+        session = self._text(session_key)
         with self._writing("store a warm-up threshold") as conn:
             conn.execute(
                 self._sql(
                     "INSERT INTO {p}formation_sessions (scope_id, session_key, warmup) "
-                    "VALUES (?, ?, ?) ON CONFLICT (scope_id, session_key) DO UPDATE SET "
-                    "warmup = excluded.warmup"
+                    "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM {p}messages "
+                    "WHERE scope_id = ? AND session_key = ?) "
+                    "ON CONFLICT (scope_id, session_key) DO UPDATE SET warmup = excluded.warmup"
                 ),
-                (scope_id, self._text(session_key), warmup),
+                (scope_id, session, warmup, scope_id, session),
             )
 
     # -- leases -------------------------------------------------------------------------------

@@ -22,7 +22,11 @@ from langchain_tdai_recall.errors import ConfigError, StoreReadOnlyError
 from langchain_tdai_recall.memory import TdaiMemory
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.stores.formation import LeaseOwner, ScopeState, Upsert
-from langchain_tdai_recall.testing import FormationWindow, ScriptedFormationModel
+from langchain_tdai_recall.testing import (
+    FormationWindow,
+    PersonaRequest,
+    ScriptedFormationModel,
+)
 from langchain_tdai_recall.testing.conformance._shared import BackendFactory, open_memory
 from langchain_tdai_recall.testing.conformance.formation import FORMATION_CONFIG
 from langchain_tdai_recall.types import MemoryRecord, Scope
@@ -488,4 +492,46 @@ class DurableErasureTests:
             assert server.list_messages(user_id="x") == []
         with open_memory(factory.open()) as fresh:
             surfaces = read_surfaces(fresh, Scope("x"))
+            assert _is_empty(surfaces) == [], surfaces
+
+    def test_a_persona_update_in_another_handle_writes_nothing_back(
+        self, factory: BackendFactory
+    ) -> None:
+        """A persona rewrite of another handle, waiting for its model at `forget`, is dropped.
+
+        The memories it was written from are gone when the answer comes.
+        """
+        in_model = threading.Event()
+        release = threading.Event()
+
+        def persona(request: PersonaRequest) -> dict[str, Any]:
+            in_model.set()
+            assert release.wait(30)
+            return {"action": "rewrite", "persona": "# Profile\n- code is 7"}
+
+        config = {**FORMATION_CONFIG, "extraction": {**FORMATION_CONFIG["extraction"]}}
+        config["extraction"]["timeoutSeconds"] = 30
+        config["persona"] = {"triggerEveryN": 1}
+        with (
+            open_memory(factory.open()) as admin,
+            open_memory(
+                factory.open(),
+                extraction_model=ScriptedFormationModel(persona=persona),
+                config=config,
+            ) as server,
+        ):
+            server.record_messages(
+                [{"role": "user", "content": "my code is 7"}], session_key="s", user_id="p"
+            )
+            runner = threading.Thread(target=lambda: server.extract(user_id="p"))
+            runner.start()
+            try:
+                assert in_model.wait(30)
+                assert admin.forget(user_id="p").memories == 1
+            finally:
+                release.set()
+                runner.join(30)
+            assert server.get_persona(user_id="p") is None
+        with open_memory(factory.open()) as fresh:
+            surfaces = read_surfaces(fresh, Scope("p"))
             assert _is_empty(surfaces) == [], surfaces
