@@ -15,8 +15,8 @@ hits by row id in bounded lists, with `+scope_id` to keep the planner on the row
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any, Final
 
@@ -192,3 +192,26 @@ class SqliteRecords(SqliteConnection, SqlRecords):
                 ).fetchall()
             out.update((int(r[0]), message_from_row(r, scope)) for r in rows)
         return out
+
+    # -- erasure (issue 16) -------------------------------------------------------------------
+
+    @contextmanager
+    def _erasing(self, action: str) -> Iterator[sqlite3.Connection]:
+        """An erasure's transaction: freed pages are overwritten, the log is folded after.
+
+        `secure_delete` (a setting of the connection, put back as it was) zeroes the pages the
+        deletions free instead of leaving the erased text in them; `wal_checkpoint(TRUNCATE)`
+        then copies the log into the database and empties it, so no older copy of those pages
+        stays in `memory.sqlite3-wal` (best effort: a reader in another process can hold the log
+        back until it finishes).
+        """
+        with self._write() as conn:
+            (before,) = conn.execute("PRAGMA secure_delete").fetchone()
+            conn.execute("PRAGMA secure_delete = ON")
+            try:
+                yield conn
+            finally:
+                conn.execute(f"PRAGMA secure_delete = {int(before)}")
+        if self.path is not None:
+            with suppress(Exception), self._write_lock:  # outside any transaction
+                self._conn(write=True).execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()

@@ -19,7 +19,6 @@ import errno
 import logging
 import os
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 
 from langchain_tdai_recall.errors import (
@@ -32,12 +31,11 @@ from langchain_tdai_recall.stores._index.snapshot import SnapshotCache, index_ca
 from langchain_tdai_recall.stores._scoped import ScopedStore
 from langchain_tdai_recall.stores.base import LAYERS, Ref
 from langchain_tdai_recall.stores.documents import DocumentStore, InMemoryDocuments
-from langchain_tdai_recall.stores.local import _erasure
 from langchain_tdai_recall.stores.local._documents import FileDocuments
 from langchain_tdai_recall.stores.local._formation import LocalFormationState
 from langchain_tdai_recall.stores.local._records import PendingVector, SqliteRecords
 from langchain_tdai_recall.text.tokenize import Tokenizer
-from langchain_tdai_recall.types import ErasedScope, MessageRecord, Scope
+from langchain_tdai_recall.types import Scope
 
 __all__ = ["INDEX_CACHE_DIRNAME", "LAYERS", "MemoryStore", "PendingVector", "Ref", "Scope"]
 
@@ -178,53 +176,3 @@ class MemoryStore(ScopedStore):
                 "(TdaiMemory.open(path, read_only=True)); open it without read_only=True to write"
             )
             raise StoreReadOnlyError(msg)
-
-    # -- erasure (issue 16) ---------------------------------------------------------------------
-
-    def delete_scope(self, scope: Scope) -> ErasedScope:
-        """Erase everything of one scope (see `BaseMemoryStore.delete_scope`)."""
-        self._check_writable()
-        scope_id = self._db.scope_id(scope, create=False)
-        counts = _erasure.delete_scope_rows(self._db, scope_id) if scope_id is not None else {}
-        persona, scenes = self.documents.delete_scope_documents(scope)
-        snapshots = self._indexes.drop_scope(scope_id) if scope_id is not None else 0
-        return ErasedScope(
-            user_id=scope.user_id,
-            agent_id=scope.agent_id,
-            persona=persona,
-            scenes=scenes,
-            index_snapshots=snapshots,
-            **counts,
-        )
-
-    def user_scopes(self, user_id: str) -> list[Scope]:
-        """Every scope of a user: with a key row, or with a document folder."""
-        self._check_open()
-        found = [*_erasure.user_scope_keys(self._db, user_id), *self.documents.user_scopes(user_id)]
-        return sorted(dict.fromkeys(found), key=lambda s: s.agent_id or "")
-
-    def list_messages(
-        self, scope: Scope, *, session_key: str | None, limit: int | None, offset: int
-    ) -> list[MessageRecord]:
-        """L0 messages of the scope (optionally one session), in the order they were stored."""
-        self._check_open()
-        scope_id = self._db.scope_id(scope, create=False)
-        if scope_id is None:
-            return []
-        return _erasure.list_messages(
-            self._db, scope_id, scope, session_key=session_key, limit=limit, offset=offset
-        )
-
-    def delete_messages(
-        self,
-        scope: Scope,
-        *,
-        ids: Sequence[str] | None = None,
-        session_key: str | None = None,
-    ) -> int:
-        """Delete L0 messages of the scope by id or by session; returns how many existed."""
-        self._check_writable()
-        scope_id = self._db.scope_id(scope, create=False)
-        if scope_id is None:
-            return 0
-        return _erasure.delete_messages(self._db, scope_id, ids=ids, session_key=session_key)

@@ -16,7 +16,6 @@ without its password, and recall turns them into an empty injection with one war
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -31,13 +30,13 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
 
 from langchain_tdai_recall.stores._index.snapshot import SnapshotCache, index_cache_dir
 from langchain_tdai_recall.stores._scoped import ScopedStore
-from langchain_tdai_recall.stores.postgres import _erasure, _schema
+from langchain_tdai_recall.stores.postgres import _schema
 from langchain_tdai_recall.stores.postgres._connection import Database, redact
 from langchain_tdai_recall.stores.postgres._documents import PostgresDocuments
 from langchain_tdai_recall.stores.postgres._formation import PostgresFormationState
 from langchain_tdai_recall.stores.postgres._records import PostgresRecords
 from langchain_tdai_recall.text.tokenize import Tokenizer
-from langchain_tdai_recall.types import ErasedScope, MessageRecord, Scope
+from langchain_tdai_recall.types import Scope
 
 __all__ = ["DEFAULT_POOL_SIZE", "DEFAULT_TIMEOUT_MS", "PostgresMemoryStore"]
 
@@ -167,53 +166,3 @@ class PostgresMemoryStore(ScopedStore):
 
     def _resolve(self, scope: Scope, create: bool) -> int | None:
         return self.scope_id(scope, create=create)
-
-    # -- erasure (issue 16) ---------------------------------------------------------------------
-
-    def delete_scope(self, scope: Scope) -> ErasedScope:
-        """Erase everything of one scope (see `BaseMemoryStore.delete_scope`)."""
-        self._check_writable()
-        scope_id = self.records.scope_id(scope, create=False)
-        if scope_id is None:
-            return ErasedScope(user_id=scope.user_id, agent_id=scope.agent_id)
-        counts = _erasure.delete_scope_rows(self.db, scope_id)
-        persona = bool(counts.pop("persona"))
-        snapshots = self._indexes.drop_scope(scope_id)
-        return ErasedScope(
-            user_id=scope.user_id,
-            agent_id=scope.agent_id,
-            persona=persona,
-            index_snapshots=snapshots,
-            **counts,
-        )
-
-    def user_scopes(self, user_id: str) -> list[Scope]:
-        """Every scope of a user in the database (documents live in its scope rows too)."""
-        self._check_open()
-        return _erasure.user_scope_keys(self.db, user_id)
-
-    def list_messages(
-        self, scope: Scope, *, session_key: str | None, limit: int | None, offset: int
-    ) -> list[MessageRecord]:
-        """L0 messages of the scope (optionally one session), in the order they were stored."""
-        self._check_open()
-        scope_id = self.records.scope_id(scope, create=False)
-        if scope_id is None:
-            return []
-        return _erasure.list_messages(
-            self.db, scope_id, scope, session_key=session_key, limit=limit, offset=offset
-        )
-
-    def delete_messages(
-        self,
-        scope: Scope,
-        *,
-        ids: Sequence[str] | None = None,
-        session_key: str | None = None,
-    ) -> int:
-        """Delete L0 messages of the scope by id or by session; returns how many existed."""
-        self._check_writable()
-        scope_id = self.records.scope_id(scope, create=False)
-        if scope_id is None:
-            return 0
-        return _erasure.delete_messages(self.db, scope_id, ids=ids, session_key=session_key)
