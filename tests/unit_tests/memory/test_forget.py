@@ -319,3 +319,20 @@ def test_a_memory_tool_consolidation_in_flight_finishes_before_the_erasure(
         assert done and seen and seen[0].new[0]["candidates"]
         assert memory.flush(timeout=30)
         _empty(memory, "u")
+
+
+def test_langgraph_store_items_and_metadata_go_with_the_scope(tmp_path: Path) -> None:
+    """Items written through `memory.as_store()` (memories with metadata) are erased too."""
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
+        store = memory.as_store()
+        store.put(("memories", "u"), "pref", {"text": "likes secret jazz"})
+        store.put(("memories", "v"), "pref", {"text": "likes rock"})
+        memory.add_memory("tagged secret", metadata={"topic": "music"}, user_id="u")
+        assert store.get(("memories", "u"), "pref") is not None
+        report = memory.forget(user_id="u")
+        assert report.memories == 2
+        assert store.get(("memories", "u"), "pref") is None
+        assert store.search(("memories", "u"), query="jazz") == []
+        assert memory.search_memories("secret", user_id="u") == []
+        item = store.get(("memories", "v"), "pref")
+        assert item is not None and item.value == {"text": "likes rock"}
