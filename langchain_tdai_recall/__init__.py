@@ -34,6 +34,8 @@ from langchain_tdai_recall.formation.config import ExtractionConfig, PersonaConf
 from langchain_tdai_recall.formation.report import ExtractionReport
 from langchain_tdai_recall.memory import TdaiMemory
 from langchain_tdai_recall.types import (
+    ErasedScope,
+    ForgetReport,
     ImportReport,
     MemoryHit,
     MemoryRecord,
@@ -63,8 +65,10 @@ __all__ = [
     "ConfigError",
     "EmbeddingConfig",
     "EmbeddingError",
+    "ErasedScope",
     "ExtractionConfig",
     "ExtractionReport",
+    "ForgetReport",
     "ImportReport",
     "ImportUpstreamError",
     "MemoryHit",

@@ -12,7 +12,9 @@ memory).
 - `persona`: `text`.
 - `scene`: `name`, `summary`, `body`, `heat` (`created`/`updated` are informational).
 - `message`: an L0 message: `role` (`user` or `assistant`; `human`/`ai` accepted), `content`,
-  `session_key`, `session_id`, `id`, `recorded_at`.
+  `session_key`, `session_id`, `id`, `recorded_at`. `export --messages` (and `messages export`)
+  writes every field, in the order the messages were stored, so a round trip keeps the
+  conversations with their ids, sessions and times.
 
 A memory or message line without an `id` gets one derived from its content, so importing the
 same file twice adds nothing. This module only converts between lines and plain data; the
@@ -30,7 +32,7 @@ from typing import Any, Final, Literal
 
 from langchain_tdai_recall._records import shown
 from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.types import MemoryRecord, SceneBlock
+from langchain_tdai_recall.types import MemoryRecord, MessageRecord, SceneBlock
 
 __all__ = [
     "FORMAT",
@@ -39,6 +41,7 @@ __all__ = [
     "JsonlError",
     "header_line",
     "memory_line",
+    "message_line",
     "parse_lines",
     "persona_line",
     "scene_line",
@@ -103,6 +106,23 @@ def memory_line(record: MemoryRecord) -> str:
     data = dataclasses.asdict(record)
     data["source_message_ids"] = list(record.source_message_ids)
     return _dump({"kind": "memory", **data})
+
+
+def message_line(record: MessageRecord) -> str:
+    """An L0 message with its scope, id, session and time (`export --messages`)."""
+    return _dump(
+        {
+            "kind": "message",
+            "user_id": record.user_id,
+            "agent_id": record.agent_id,
+            "id": record.id,
+            "role": record.role,
+            "content": record.content,
+            "session_key": record.session_key,
+            "session_id": record.session_id,
+            "recorded_at": record.recorded_at,
+        }
+    )
 
 
 def persona_line(user_id: str, agent_id: str | None, text: str) -> str:

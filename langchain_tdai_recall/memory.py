@@ -70,12 +70,14 @@ from langchain_tdai_recall.recall.search import Searcher
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.types import (
     MEMORY_TYPES,
+    ForgetReport,
     ImportReport,
     MemoryHit,
     MemoryRecord,
     MemoryType,
     MemoryVersion,
     MessageHit,
+    MessageRecord,
     RecallResult,
     SceneBlock,
     SceneInfo,
@@ -110,6 +112,8 @@ EmbeddingsInput = Embeddings | Literal["default"] | None
 
 DEFAULT_CLOSE_TIMEOUT_S: Final = 5.0
 """Longest time `close()` (and interpreter exit) waits for queued turns and pending vectors."""
+DEFAULT_FORGET_TIMEOUT_S: Final = 120.0
+"""Longest time `forget` waits for the background work that could write to the scope."""
 
 
 def _nothing() -> None:
@@ -1488,6 +1492,134 @@ class TdaiMemory:
             self, data_dir, user_id=user_id, agent_id=agent_id, show_progress=show_progress
         )
 
+    # -- erasure and L0 export (issue 16) -------------------------------------------------------
+
+    def forget(
+        self,
+        *,
+        user_id: str | None,
+        agent_id: str | None = None,
+        all_agents: bool = False,
+        timeout: float = DEFAULT_FORGET_TIMEOUT_S,
+    ) -> ForgetReport:
+        """Erase everything of a scope, or of every scope of a user (`all_agents=True`).
+
+        `user_id` must be given (`None` names the configured default user). `agent_id=None` is
+        the user's shared memory only, as everywhere else; `all_agents=True` (without
+        `agent_id`) erases the shared memory and every agent's memory of the user, the erasure
+        a request to delete a person's data needs.
+
+        Erased, per scope: L1 memories with their vectors and version history, L0 messages,
+        scenes, the persona, memory formation's state (session cursors, queued scene work,
+        leases), this process's search indexes of the scope and their snapshot files. Captured
+        turns still queued, the memory tool's background consolidations and a formation run of
+        the scope are waited for first (at most `timeout` seconds), so none of them writes the
+        scope again afterwards (see `_forget`). Another process sees the erasure at its next
+        call; a new process finds nothing.
+
+        Returns:
+            A `ForgetReport` with the counts per scope and in total.
+
+        Raises:
+            StoreReadOnlyError: If the store was opened read-only.
+            StoreWriteError: If the background work did not finish within `timeout` (nothing
+                of the scope still waiting was erased).
+        """
+        check_flag("all_agents", all_agents)
+        wait = check_timeout("timeout", timeout)
+        scope = self.scope(user_id, agent_id)
+        if all_agents and agent_id is not None:
+            msg = (
+                f"forget: all_agents=True erases every agent of the user; pass agent_id=None "
+                f"with it, got agent_id={shown(agent_id)}"
+            )
+            raise ConfigError(msg)
+        if self._store.read_only:
+            msg = (
+                f"the memory store {self._store.location} was opened read-only; open it without "
+                "read_only=True to forget a scope"
+            )
+            raise StoreReadOnlyError(msg)
+        scopes = [scope]
+        if all_agents:
+            scopes += [s for s in self._store.user_scopes(scope.user_id) if s != scope]
+        from langchain_tdai_recall._forget import erase_scopes  # noqa: PLC0415
+
+        return erase_scopes(
+            self._store,
+            scopes,
+            writer=self._writer,
+            manager=self._manager,
+            formation=self._formation,
+            timeout=wait,
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
+            all_agents=all_agents,
+        )
+
+    def list_messages(
+        self,
+        *,
+        session_key: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> list[MessageRecord]:
+        """L0 messages of the scope, in the order they were stored, optionally of one session.
+
+        `limit=None` lists all; `offset` skips that many first (page through a large scope).
+        `tdai-recall export --messages` writes them as JSON Lines that `import-jsonl` reads
+        back.
+        """
+        scope = self.scope(user_id, agent_id)
+        check_optional_str("session_key", session_key)
+        if limit is not None:
+            check_int("limit", limit, low=0, high=MAX_SQL_INT, fix=" (or None for all)")
+        check_int("offset", offset, low=0, high=MAX_SQL_INT)
+        return self._store.list_messages(scope, session_key=session_key, limit=limit, offset=offset)
+
+    def delete_messages(
+        self,
+        ids: Sequence[str] | str | None = None,
+        *,
+        session_key: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> int:
+        """Delete L0 messages of the scope by id, or every message of one session.
+
+        Give exactly one of `ids` (a list of ids, or one id) and `session_key`. Ids the scope
+        does not hold are ignored. A message that followed a deleted one keeps no trace of it
+        (its stored context is rebuilt, and it is embedded again). Memories formed from the
+        messages are not touched (`delete_memory`, or `forget` for everything).
+
+        Returns:
+            How many messages were deleted.
+        """
+        scope = self.scope(user_id, agent_id)
+        check_optional_str("session_key", session_key)
+        if (ids is None) == (session_key is None):
+            msg = (
+                "delete_messages needs exactly one of ids=[...] (message ids) and "
+                f"session_key=... (a whole session), got ids={shown(ids)} and "
+                f"session_key={shown(session_key)}"
+            )
+            raise ConfigError(msg)
+        wanted: list[str] | None = None
+        if ids is not None:
+            items: object = [ids] if isinstance(ids, str) else ids
+            if not isinstance(items, Sequence):
+                msg = f"ids must be a list of message ids, got {type(ids).__name__}"
+                raise ConfigError(msg)
+            wanted = [check_lookup("ids[]", i) for i in items]
+            if not wanted:
+                return 0
+        deleted = self._store.delete_messages(scope, ids=wanted, session_key=session_key)
+        if deleted:
+            self._wake_upkeep()  # the messages after a deleted one wait for a new vector
+        return deleted
+
     # -- async twins: each runs its sync version on a worker thread (`_async_api`) ------------
 
     aadd_memory = async_twin(add_memory)
@@ -1513,6 +1645,9 @@ class TdaiMemory:
     aextract = async_twin(extract)
     ahistory = async_twin(history)
     aimport_upstream = async_twin(import_upstream)
+    aforget = async_twin(forget)
+    alist_messages = async_twin(list_messages)
+    adelete_messages = async_twin(delete_messages)
 
 
 _SATISFIES_HOST: type[MemoryHost] = TdaiMemory

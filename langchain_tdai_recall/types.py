@@ -10,6 +10,8 @@ from typing import Any, Literal, TypeAlias
 __all__ = [
     "MEMORY_TYPES",
     "Change",
+    "ErasedScope",
+    "ForgetReport",
     "ImportReport",
     "Language",
     "LanguageSetting",
@@ -451,3 +453,87 @@ class MemoryVersion:
     """When it was ended (UTC, ISO-8601); `None` for the current version."""
     related_ids: tuple[str, ...] = ()
     """For `merge` the absorbed memories; for `merged` the memory that absorbed this one."""
+
+
+# -- erasure (issue 16) ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErasedScope:
+    """What `TdaiMemory.forget` erased in one scope (counts of rows, files and documents)."""
+
+    user_id: str
+    agent_id: str | None
+    """`None`: the user's shared memory."""
+    memories: int = 0
+    """L1 memories."""
+    memory_versions: int = 0
+    """Earlier versions of memories kept in the history (deleted memories included)."""
+    messages: int = 0
+    """L0 conversation messages."""
+    vectors: int = 0
+    """Stored vectors among the erased memories and messages."""
+    scenes: int = 0
+    """L2 scene blocks."""
+    persona: bool = False
+    """Whether an L3 persona was erased."""
+    formation_state: int = 0
+    """Memory formation's rows: session cursors, the scope's state, queued scene work, leases."""
+    index_snapshots: int = 0
+    """Persisted index snapshot files of the scope (the store's index cache)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForgetReport:
+    """Outcome of `TdaiMemory.forget`: one `ErasedScope` per scope erased, and the totals."""
+
+    user_id: str
+    agent_id: str | None
+    """The scope asked for (`None` with `all_agents=False`: the user's shared memory)."""
+    all_agents: bool
+    """Whether every scope of the user was erased."""
+    scopes: tuple[ErasedScope, ...] = ()
+    """Each scope erased, the shared one first (a scope that held nothing is listed too)."""
+
+    def _total(self, name: str) -> int:
+        return sum(int(getattr(s, name)) for s in self.scopes)
+
+    @property
+    def memories(self) -> int:
+        """L1 memories erased."""
+        return self._total("memories")
+
+    @property
+    def memory_versions(self) -> int:
+        """History versions erased."""
+        return self._total("memory_versions")
+
+    @property
+    def messages(self) -> int:
+        """L0 messages erased."""
+        return self._total("messages")
+
+    @property
+    def vectors(self) -> int:
+        """Stored vectors erased."""
+        return self._total("vectors")
+
+    @property
+    def scenes(self) -> int:
+        """Scene blocks erased."""
+        return self._total("scenes")
+
+    @property
+    def personas(self) -> int:
+        """Personas erased."""
+        return self._total("persona")
+
+    @property
+    def formation_state(self) -> int:
+        """Formation state rows erased."""
+        return self._total("formation_state")
+
+    @property
+    def index_snapshots(self) -> int:
+        """Index snapshot files erased."""
+        return self._total("index_snapshots")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from langchain_tdai_recall.cli import commands, demo, transfer
+from langchain_tdai_recall.cli import commands, demo, lifecycle, transfer
 from langchain_tdai_recall.cli._base import DEFAULT_STORE, IN_MEMORY, PROG, STORE_ENV, UsageError
 from langchain_tdai_recall.types import MEMORY_TYPES
 
@@ -205,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--page", type=_page, default=500, help="rows per transaction (default 500)")
 
     _add_extract_command(command)
+    _add_lifecycle_commands(command)
 
     p = command("config", commands.cmd_config, "print the default configuration or its JSON schema")
     p.add_argument("what", choices=("defaults", "schema"), help="'defaults' or 'schema'")
@@ -242,6 +243,11 @@ def _add_record_commands(
     )
     p.add_argument("--persona", action="store_true", help="also export the persona (L3)")
     p.add_argument("--scenes", action="store_true", help="also export the scene blocks (L2)")
+    p.add_argument(
+        "--messages",
+        action="store_true",
+        help="also export the L0 conversation messages (import-jsonl restores them)",
+    )
 
     p = command(
         "import-jsonl",
@@ -250,6 +256,36 @@ def _add_record_commands(
         "written unless every line is valid",
     )
     p.add_argument("file", metavar="FILE", help="JSONL file, or '-' for stdin")
+
+
+def _add_lifecycle_commands(command: Callable[..., Any]) -> None:
+    """`forget` and `messages` (issue 16)."""
+    p = command(
+        "forget",
+        lifecycle.cmd_forget,
+        "erase everything of the --user/--agent scope (memories and their history, messages, "
+        "scenes, persona, formation state, index snapshots); asks first on a terminal",
+    )
+    p.add_argument(
+        "--all-agents",
+        action="store_true",
+        help="erase every scope of the user: the shared memory and every agent's",
+    )
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+
+    p = command(
+        "messages",
+        lifecycle.cmd_messages,
+        "L0 conversation messages of the scope: 'list', 'export' (JSON Lines that "
+        "import-jsonl reads back) or 'delete' (by id, or a whole --session)",
+    )
+    p.add_argument("action", choices=("list", "export", "delete"), help="what to do")
+    p.add_argument("ids", metavar="ID", nargs="*", help="with 'delete': message ids")
+    p.add_argument("--session", help="only this session key (with 'delete': the whole session)")
+    p.add_argument("--limit", type=_count, help="with 'list': at most this many")
+    p.add_argument("--offset", type=_count, default=0, help="with 'list': skip this many first")
+    p.add_argument("-o", "--output", metavar="FILE", default="-", help="with 'export': output file")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
 
 def _add_extract_command(command: Callable[..., Any]) -> None:

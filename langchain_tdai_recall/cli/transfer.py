@@ -81,22 +81,41 @@ def _export_lines(
                 offset += len(page)
                 if len(page) < EXPORT_PAGE:
                     break
-            if args.persona:
-                text = memory.get_persona(user_id=user, agent_id=agent)
-                if text is not None:
-                    counts["personas"] += 1
-                    yield _jsonl.persona_line(user, agent, text)
-            if args.scenes:
-                for info in memory.list_scenes(user_id=user, agent_id=agent):
-                    block = memory.read_scene(info.name, user_id=user, agent_id=agent)
-                    if block is not None:
-                        counts["scenes"] += 1
-                        yield _jsonl.scene_line(user, agent, block)
+            yield from _scope_extras(memory, args, user, agent, counts)
+
+
+def _scope_extras(
+    memory: TdaiMemory,
+    args: argparse.Namespace,
+    user: str,
+    agent: str | None,
+    counts: dict[str, int],
+) -> Iterator[str]:
+    """A scope's persona, scenes and messages, as `export`'s flags ask."""
+    from langchain_tdai_recall import _jsonl  # noqa: PLC0415
+
+    if args.persona:
+        text = memory.get_persona(user_id=user, agent_id=agent)
+        if text is not None:
+            counts["personas"] += 1
+            yield _jsonl.persona_line(user, agent, text)
+    if args.scenes:
+        for info in memory.list_scenes(user_id=user, agent_id=agent):
+            block = memory.read_scene(info.name, user_id=user, agent_id=agent)
+            if block is not None:
+                counts["scenes"] += 1
+                yield _jsonl.scene_line(user, agent, block)
+    if args.messages:
+        from langchain_tdai_recall.cli.lifecycle import message_lines  # noqa: PLC0415
+
+        for line in message_lines(memory, user, agent, None):
+            counts["messages"] += 1
+            yield line
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """`export`: memories (and personas, scenes) as JSON Lines, to a file or stdout."""
-    counts = {"memories": 0, "personas": 0, "scenes": 0}
+    """`export`: memories (and personas, scenes, messages) as JSON Lines, to a file or stdout."""
+    counts = {"memories": 0, "personas": 0, "scenes": 0, "messages": 0}
     to_stdout = args.output == "-"
     with open_existing(args) as memory:
         if to_stdout:
@@ -115,9 +134,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"output": str(target), **counts})
     else:
+        messages = f" (and {counts['messages']} messages)" if args.messages else ""
         print(
             f"exported {counts['memories']} memories, {counts['personas']} personas and "
-            f"{counts['scenes']} scenes to {target}"
+            f"{counts['scenes']} scenes{messages} to {target}"
         )
     return 0
 

@@ -258,6 +258,9 @@ class SceneWriter:
             outcome.error = f"invalid scene answer: {exc}"
             return outcome
         pending = self._validate(edits, current, outcome)
+        if self._erased(scope, memories):
+            outcome.error = _ERASED
+            return outcome
         try:
             outcome.changed_names = self._write(scope, current, pending)
         except Exception as exc:  # restored by _write; the queue stays for a retry
@@ -305,6 +308,14 @@ class SceneWriter:
             else:
                 check.delete(name)
         return check.pending
+
+    def _erased(self, scope: Scope, memories: Sequence[MemoryRecord]) -> bool:
+        """Whether the scope lost every memory of the call while the model answered.
+
+        `TdaiMemory.forget` (perhaps in another process) erased it: nothing read before may be
+        written back as scenes or a persona.
+        """
+        return bool(memories) and all(self.store.get_memory(scope, m.id) is None for m in memories)
 
     def _write(self, scope: Scope, current: _Current, pending: _Pending) -> list[str]:
         """Apply the validated edits, all or none (`MemoryStore.apply_scene_edits`)."""
@@ -386,10 +397,15 @@ class SceneWriter:
         text = _cut(answer.persona, self.config.persona_max_chars)
         if text == current.strip():
             outcome.kept = True
-            return outcome
-        store.set_persona(scope, text)
-        outcome.written = True
+        elif self._erased(scope, memories):
+            outcome.error = _ERASED
+        else:
+            store.set_persona(scope, text)
+            outcome.written = True
         return outcome
+
+
+_ERASED: Final = "the scope's memories were erased while the model answered; nothing written"
 
 
 def _memory_item(alias: str, m: MemoryRecord) -> dict[str, object]:

@@ -300,6 +300,8 @@ class FormationScheduler:
             mark = item[1]
             assert isinstance(mark, int)
             self._scan(mark)
+        elif kind == "forget":
+            self._forget(item[1], item[2])
         elif kind == "done":
             done_id, result, background = item[1], item[2], item[3]
             assert isinstance(done_id, int) and isinstance(result, RunResult)
@@ -477,3 +479,24 @@ class FormationScheduler:
         for key, state in list(self._sessions.items()):
             if state.last_active < horizon and state.turns <= 0:
                 del self._sessions[key]
+
+    # -- erasure (issue 16) ---------------------------------------------------------------------
+
+    def forget_scope(self, scope_id: int, timeout: float | None) -> bool:
+        """Drop what was counted, queued or timed for a scope that `TdaiMemory.forget` erased.
+
+        Returns once the scheduler thread has handled every item queued before this one (so a
+        finished run's bookkeeping is done), or `False` after `timeout` seconds.
+        """
+        done = threading.Event()
+        self._put(("forget", scope_id, done))
+        return done.wait(timeout)
+
+    def _forget(self, scope_id: object, done: object) -> None:
+        assert isinstance(scope_id, int) and isinstance(done, threading.Event)
+        self._queued.pop(scope_id, None)
+        for key in [k for k in self._sessions if k[0] == scope_id]:
+            del self._sessions[key]
+        self._timers = [t for t in self._timers if t[3] != scope_id]
+        heapq.heapify(self._timers)
+        done.set()

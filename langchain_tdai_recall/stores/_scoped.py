@@ -30,6 +30,7 @@ from langchain_tdai_recall.stores.records import (
     RecordBackend,
 )
 from langchain_tdai_recall.types import (
+    ErasedScope,
     MemoryRecord,
     MemoryType,
     MemoryVersion,
@@ -356,3 +357,56 @@ class ScopedStore(BaseMemoryStore):
         """(scope, id) of up to `limit` memories whose expiry is at or before `now`."""
         self._check_open()
         return self.records.expired_memories(now, limit)
+
+    # -- erasure (issue 16) ---------------------------------------------------------------------
+
+    def delete_scope(self, scope: Scope) -> ErasedScope:
+        """Erase everything of one scope (see `BaseMemoryStore.delete_scope`).
+
+        The rows in one transaction (`stores._sql.erasure`), then the persona and scenes, then
+        this process's indexes of the scope and their snapshot files.
+        """
+        self._check_writable()
+        scope_id = self.records.scope_id(scope, create=False)
+        counts = self.records.delete_scope_rows(scope_id) if scope_id is not None else {}
+        persona, scenes = self.documents.delete_scope_documents(scope)
+        snapshots = self._indexes.drop_scope(scope_id) if scope_id is not None else 0
+        return ErasedScope(
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
+            persona=persona,
+            scenes=scenes,
+            index_snapshots=snapshots,
+            **counts,
+        )
+
+    def user_scopes(self, user_id: str) -> list[Scope]:
+        """Every scope of a user: with a key row, or with documents."""
+        self._check_open()
+        found = [*self.records.user_scope_keys(user_id), *self.documents.user_scopes(user_id)]
+        return sorted(dict.fromkeys(found), key=lambda s: s.agent_id or "")
+
+    def list_messages(
+        self, scope: Scope, *, session_key: str | None, limit: int | None, offset: int
+    ) -> list[MessageRecord]:
+        """L0 messages of the scope (optionally one session), in the order they were stored."""
+        scope_id = self._known(scope)
+        if scope_id is None:
+            return []
+        return self.records.list_messages(
+            scope_id, scope, session_key=session_key, limit=limit, offset=offset
+        )
+
+    def delete_messages(
+        self,
+        scope: Scope,
+        *,
+        ids: Sequence[str] | None = None,
+        session_key: str | None = None,
+    ) -> int:
+        """Delete L0 messages of the scope by id or by session; returns how many existed."""
+        self._check_writable()
+        scope_id = self.records.scope_id(scope, create=False)
+        if scope_id is None:
+            return 0
+        return self.records.delete_messages(scope_id, ids=ids, session_key=session_key)

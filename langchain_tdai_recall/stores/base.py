@@ -33,6 +33,8 @@ The interface, by part:
 - **Copying**: `export_rows`, `import_rows`, `document_scopes` (and the formation state's
   `export_scope` / `import_scope`), used by `stores.migrate.copy_store`.
 - **Stats**: `scope_stats`, `loaded_indexes`, `pending_vector_count`, `vector_dimension`.
+- **Erasure** (issue 16): `delete_scope` (everything of one scope, for `TdaiMemory.forget`),
+  `user_scopes`, and L0 `list_messages` / `delete_messages`.
 - **Index snapshots**: `save_index_snapshots()` (and `close()`) persist large derived indexes
   when the backend has an index cache, so the next process restores them instead of
   rebuilding them from the rows (`stores._index.snapshot`).
@@ -58,6 +60,7 @@ from langchain_tdai_recall.stores._index.trim import release_freed_memory
 from langchain_tdai_recall.stores.records import Layer, MemoryRow, MessageRow, PendingVector
 from langchain_tdai_recall.text.tokenize import Tokenizer, get_tokenizer
 from langchain_tdai_recall.types import (
+    ErasedScope,
     MemoryRecord,
     MemoryType,
     MemoryVersion,
@@ -221,6 +224,18 @@ class DerivedIndexes:
         with self._lock:
             self._indexes.clear()
 
+    # -- erasure (issue 16) ---------------------------------------------------------------------
+
+    def drop_scope(self, scope_id: int) -> int:
+        """Forget a scope's indexes and delete their snapshot files; returns the files deleted.
+
+        The indexes are rebuilt from the rows on the scope's next search.
+        """
+        with self._lock:
+            for layer in LAYERS:
+                self._indexes.pop((scope_id, layer), None)
+        return self.cache.forget(scope_id) if self.cache is not None else 0
+
 
 class BaseMemoryStore(ABC):
     """A memory store backend: scoped records, documents, derived search indexes.
@@ -317,7 +332,10 @@ class BaseMemoryStore(ABC):
 
     @abstractmethod
     def scopes(self) -> list[Scope]:
-        """Every scope that has ever held a memory or a message (an administrative call)."""
+        """Every scope that has ever held a memory or a message (an administrative call).
+
+        A scope erased by `delete_scope` is left out until it holds a record again.
+        """
 
     @abstractmethod
     def scope_stats(self, scope: Scope) -> ScopeStats:
@@ -663,3 +681,73 @@ class BaseMemoryStore(ABC):
     def __repr__(self) -> str:
         state = ", closed" if self._closed else (", read-only" if self.read_only else "")
         return f"{type(self).__name__}({self.location}{state})"
+
+    # -- erasure (issue 16) ---------------------------------------------------------------------
+
+    @abstractmethod
+    def delete_scope(self, scope: Scope) -> ErasedScope:
+        """Erase everything of one scope; returns what was erased.
+
+        L1 memories with their vectors and version history, L0 messages, memory formation's
+        state (session cursors, the scope's scene/persona state, queued scene work, the lease),
+        the persona and scenes, this process's derived indexes of the scope and their persisted
+        snapshots. Rows go in one transaction, with a tombstone each, so every other handle (in
+        this or another process) drops them at its next search. The scope's key (its ids and
+        generation) stays, so handles that cached it keep working; listings skip a scope that
+        holds nothing. Idempotent. Raises `StoreReadOnlyError` on a read-only store.
+        """
+
+    @abstractmethod
+    def user_scopes(self, user_id: str) -> list[Scope]:
+        """Every scope of a user the store knows, the shared one first (an administrative call).
+
+        Scopes with rows, history, formation state or documents, and emptied ones.
+        """
+
+    @abstractmethod
+    def list_messages(
+        self, scope: Scope, *, session_key: str | None, limit: int | None, offset: int
+    ) -> list[MessageRecord]:
+        """L0 messages of the scope (optionally of one session), in the order they were stored."""
+
+    @abstractmethod
+    def delete_messages(
+        self,
+        scope: Scope,
+        *,
+        ids: Sequence[str] | None = None,
+        session_key: str | None = None,
+    ) -> int:
+        """Delete L0 messages of the scope by id, or a whole session; returns how many existed.
+
+        A message that followed a deleted one in its session gets the end of its new
+        predecessor as its context (and a new vector), so no other row keeps deleted text.
+        """
+
+    async def adelete_scope(self, scope: Scope) -> ErasedScope:
+        """Async version of `delete_scope`."""
+        return await asyncio.to_thread(self.delete_scope, scope)
+
+    async def auser_scopes(self, user_id: str) -> list[Scope]:
+        """Async version of `user_scopes`."""
+        return await asyncio.to_thread(self.user_scopes, user_id)
+
+    async def alist_messages(
+        self, scope: Scope, *, session_key: str | None, limit: int | None, offset: int
+    ) -> list[MessageRecord]:
+        """Async version of `list_messages`."""
+        return await asyncio.to_thread(
+            self.list_messages, scope, session_key=session_key, limit=limit, offset=offset
+        )
+
+    async def adelete_messages(
+        self,
+        scope: Scope,
+        *,
+        ids: Sequence[str] | None = None,
+        session_key: str | None = None,
+    ) -> int:
+        """Async version of `delete_messages`."""
+        return await asyncio.to_thread(
+            self.delete_messages, scope, ids=ids, session_key=session_key
+        )

@@ -268,6 +268,22 @@ class DocumentStore(ABC):
         with self._lock:
             return len(self._names(scope))
 
+    # -- erasure (issue 16) ---------------------------------------------------------------------
+
+    def delete_scope_documents(self, scope: Scope) -> tuple[bool, int]:
+        """Delete a scope's persona and every scene; returns (had a persona, scenes deleted)."""
+        with self._lock:
+            persona = self.get_persona(scope) is not None
+            names = self._names(scope)
+            for name in names:
+                self._remove(scope, name)
+            self.set_persona(scope, None)
+        return persona, len(names)
+
+    def user_scopes(self, user_id: str) -> list[Scope]:
+        """The scopes of one user holding a persona or a scene."""
+        return [s for s in self.scopes() if s.user_id == user_id]
+
 
 class InMemoryDocuments(DocumentStore):
     """Documents kept in dictionaries (the `path=None` store)."""

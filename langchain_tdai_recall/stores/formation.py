@@ -281,7 +281,8 @@ class BaseFormationState(ABC):
         """Apply one window's (or one tool call's) writes and move the cursor, atomically.
 
         With `owner`, the lease must still be ours; with `session_key`, the cursor must still
-        be `expected_cursor`. Otherwise nothing is written and `ok` is False.
+        be `expected_cursor` and the window's last message (`new_cursor`) must still exist (not
+        erased meanwhile). Otherwise nothing is written and `ok` is False.
         """
 
     # -- scenes and persona -------------------------------------------------------------------

@@ -354,6 +354,38 @@ class RecordBackend(Protocol):
         """(scope, id) of up to `limit` memories whose `expires_at` is at or before `now`."""
         ...
 
+    # -- erasure (issue 16) -------------------------------------------------------------------
+
+    def delete_scope_rows(self, scope_id: int) -> dict[str, int]:
+        """Delete every row of a scope in one transaction (`stores._sql.erasure`).
+
+        Returns the counts of `memories`, `memory_versions`, `messages`, `vectors` and
+        `formation_state`.
+        """
+        ...
+
+    def user_scope_keys(self, user_id: str) -> list[Scope]:
+        """Every scope row of a user, emptied ones included (the shared scope first)."""
+        ...
+
+    def list_messages(
+        self,
+        scope_id: int,
+        scope: Scope,
+        *,
+        session_key: str | None,
+        limit: int | None,
+        offset: int,
+    ) -> list[MessageRecord]:
+        """Messages of a scope (optionally one session) in the order they were stored."""
+        ...
+
+    def delete_messages(
+        self, scope_id: int, *, ids: Sequence[str] | None, session_key: str | None
+    ) -> int:
+        """Delete messages of a scope by id or by session; returns how many existed."""
+        ...
+
 
 class RowWriter(RecordBackend, Protocol):
     """A `RecordBackend` with the row primitives that run inside a caller's transaction.

@@ -36,6 +36,7 @@ PRINTS = {
     "Legacy `AgentExecutor` (the `classic` extra)": "A window seat.",
     "Observability: the `tdai_agent_turn` event": "'user_id': 'alice'",
     "Memory formation": "I'm vegetarian and I live in Lyon.",
+    "Forgetting a user: `memory.forget()`": "2 1 [None, 'planner']",
     "Importing from TencentDB Agent Memory": "7 5 3 True 0\nskipped: ",
 }
 

@@ -43,6 +43,7 @@ from typing import Any, BinaryIO, Final
 import numpy as np
 import numpy.typing as npt
 
+from langchain_tdai_recall.errors import StoreError
 from langchain_tdai_recall.stores._index.extras import extras_from_json, extras_to_json
 from langchain_tdai_recall.stores._index.keyword import KeywordState
 from langchain_tdai_recall.stores._index.layer import LayerIndex, LayerState, RowMeta, RowSource
@@ -456,6 +457,11 @@ class SnapshotCache:
         """Write the index's snapshot when it is large and newer than the one on disk."""
         if not self.writable or len(index.meta) < SNAPSHOT_MIN_ROWS:
             return False
+        # caught up first: rows deleted meanwhile (by `forget`, perhaps in another process)
+        # must not be written back to disk from this process's older view
+        index.refresh()
+        if len(index.meta) < SNAPSHOT_MIN_ROWS:
+            return False
         if self._saved.get((index.scope_id, index.layer)) == index.generation:
             return False
         state = index.export_state()
@@ -468,3 +474,28 @@ class SnapshotCache:
         self._saved[(index.scope_id, index.layer)] = state.generation
         logger.info("saved the index snapshot %s (%d bytes)", path.name, size)
         return True
+
+    # -- erasure (issue 16) ---------------------------------------------------------------------
+
+    def forget(self, scope_id: int) -> int:
+        """Delete this store's snapshot files of a scope; returns how many were deleted.
+
+        Both layers, and any temporary file an interrupted write left.
+        """
+        deleted = 0
+        for layer in ("l1", "l0"):
+            self._saved.pop((scope_id, layer), None)
+            name = snapshot_path(self.directory, SnapshotKey(self.store, scope_id, layer, "", None))
+            for path in (name, *self.directory.glob(f".{name.name}.*.tmp")):
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    msg = (
+                        f"cannot delete the index snapshot {path} ({exc.strerror or exc}); "
+                        "fix the permissions of the index cache and run forget again"
+                    )
+                    raise StoreError(msg) from exc
+                deleted += 1
+        return deleted

@@ -274,31 +274,42 @@ class SqlFormationState(BaseFormationState):
     def record_failure(
         self, scope_id: int, session_key: str, *, error: str, retry_at: float
     ) -> int:
-        """Count a failed window (the cursor stays); returns the consecutive failures."""
+        """Count a failed window (the cursor stays); returns the consecutive failures.
+
+        A session that holds no message any more (erased by `forget` while the window was
+        formed) gets no state: there is nothing to retry.
+        """
+        session = self._text(session_key)
         with self._writing("record a formation failure") as conn:
             row = conn.execute(
                 self._sql(
                     "INSERT INTO {p}formation_sessions (scope_id, session_key, failures, "
-                    "retry_at, last_error) VALUES (?, ?, 1, ?, ?) "
+                    "retry_at, last_error) SELECT ?, ?, 1, ?, ? WHERE EXISTS (SELECT 1 FROM "
+                    "{p}messages WHERE scope_id = ? AND session_key = ?) "
                     "ON CONFLICT (scope_id, session_key) DO UPDATE SET "
                     "failures = {p}formation_sessions.failures + 1, "
                     "retry_at = excluded.retry_at, last_error = excluded.last_error "
                     "RETURNING failures"
                 ),
-                (scope_id, self._text(session_key), retry_at, self._text(error[:500])),
+                (scope_id, session, retry_at, self._text(error[:500]), scope_id, session),
             ).fetchone()
-        return int(row[0]) if row else 1
+        return int(row[0]) if row else 0
 
     def set_warmup(self, scope_id: int, session_key: str, warmup: int) -> None:
-        """Store a session's warm-up threshold (0 = graduated)."""
+        """Store a session's warm-up threshold (0 = graduated).
+
+        Not for a session that holds no message any more (erased by `forget`).
+        """
+        session = self._text(session_key)
         with self._writing("store a warm-up threshold") as conn:
             conn.execute(
                 self._sql(
                     "INSERT INTO {p}formation_sessions (scope_id, session_key, warmup) "
-                    "VALUES (?, ?, ?) ON CONFLICT (scope_id, session_key) DO UPDATE SET "
-                    "warmup = excluded.warmup"
+                    "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM {p}messages "
+                    "WHERE scope_id = ? AND session_key = ?) "
+                    "ON CONFLICT (scope_id, session_key) DO UPDATE SET warmup = excluded.warmup"
                 ),
-                (scope_id, self._text(session_key), warmup),
+                (scope_id, session, warmup, scope_id, session),
             )
 
     # -- leases -------------------------------------------------------------------------------
@@ -343,7 +354,8 @@ class SqlFormationState(BaseFormationState):
         """Apply one window's (or one tool call's) writes and move the cursor, atomically.
 
         With `owner`, the lease must still be ours; with `session_key`, the cursor must still
-        be `expected_cursor`. Otherwise nothing is written and `ok` is False. Locks are taken in
+        be `expected_cursor` and the window's last message (`new_cursor`) must still exist (not
+        erased meanwhile). Otherwise nothing is written and `ok` is False. Locks are taken in
         one order (lease row, session row, scope row), so concurrent commits cannot deadlock.
         """
         now = utc_now()
@@ -368,7 +380,14 @@ class SqlFormationState(BaseFormationState):
                     return CommitOutcome(
                         False, f"the cursor moved ({expected_cursor} → {current}) meanwhile"
                     )
-            gen = records.bump(conn, scope_id)
+            gen = records.bump(conn, scope_id)  # locks the scope: an erasure is before or after
+            if session_key is not None and new_cursor is not None:
+                last = conn.execute(
+                    self._sql("SELECT 1 FROM {p}messages WHERE rowid = ? AND scope_id = ?"),
+                    (new_cursor, scope_id),
+                ).fetchone()
+                if last is None:  # erased by forget or delete_messages while it was formed
+                    return CommitOutcome(False, "the window's messages were deleted meanwhile")
             for memory_id, change, related in deletes:
                 if records.delete_memory_row(
                     conn,

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from langchain_tdai_recall.stores._sql.dialect import utc_now
+from langchain_tdai_recall.stores._sql.erasure import SqlErasure
 from langchain_tdai_recall.stores._sql.history import read_versions, record_version, snapshot_of
 from langchain_tdai_recall.stores._sql.vectors import SqlVectors
 from langchain_tdai_recall.stores.history import versions_of_current
@@ -139,7 +140,7 @@ def memory_params(
     )
 
 
-class SqlRecords(SqlVectors):
+class SqlRecords(SqlVectors, SqlErasure):
     """The shared part of a SQL backend's records (see the module docstring)."""
 
     def _memory_select(self, where: str) -> str:

@@ -20,6 +20,7 @@ import hashlib
 import logging
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -323,3 +324,44 @@ class FileDocuments(DocumentStore):
         if not folder.is_dir():
             return []
         return sorted(p.stem for p in folder.glob("*.md") if not p.name.startswith("."))
+
+    # -- erasure (issue 16) ---------------------------------------------------------------------
+
+    def delete_scope_documents(self, scope: Scope) -> tuple[bool, int]:
+        """Delete the scope's folder: persona, scenes, interrupted writes.
+
+        The user's folder goes too when no other scope of the user is left in it (its `.id`
+        file names the user).
+        """
+        with self._lock:
+            persona = self.get_persona(scope) is not None
+            scenes = len(self._names(scope))
+            folder = self.scope_dir(scope)
+            self._context_cache.pop(scope, None)
+            with _file_errors("delete", folder):
+                if folder.is_dir():
+                    shutil.rmtree(folder)
+            user_dir = folder.parent
+            with _file_errors("delete", user_dir):
+                left = (
+                    [p for p in user_dir.iterdir() if p.name != _ID_FILE]
+                    if user_dir.is_dir()
+                    else None
+                )
+                if left == []:
+                    shutil.rmtree(user_dir)
+        return persona, scenes
+
+    def user_scopes(self, user_id: str) -> list[Scope]:
+        """The scopes of one user with a folder (only that user's folder is read)."""
+        user_dir = self.root / _encode(user_id)
+        if not user_dir.is_dir():
+            return []
+        found: list[Scope] = []
+        for agent_dir in sorted(user_dir.iterdir()):
+            if not agent_dir.is_dir():
+                continue
+            agent = None if agent_dir.name == "@shared" else _decode(agent_dir)
+            if agent is not None or agent_dir.name == "@shared":
+                found.append(Scope(user_id, agent))
+        return found

@@ -15,8 +15,8 @@ hits by row id in bounded lists, with `+scope_id` to keep the planner on the row
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any, Final
 
@@ -128,10 +128,19 @@ class SqliteRecords(SqliteConnection, SqlRecords):
         return int(row[0])
 
     def scopes(self) -> list[tuple[int, Scope]]:
-        """Every scope: (scope_id, scope)."""
+        """Every scope that has ever held a memory or a message: (scope_id, scope).
+
+        A scope erased by `TdaiMemory.forget` keeps its key row (see `_erasure`) but is left
+        out until it holds a record again.
+        """
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT scope_id, user_id, agent_id FROM scopes ORDER BY user_id, agent_id"
+                "SELECT scope_id, user_id, agent_id FROM scopes AS s "
+                "WHERE NOT EXISTS (SELECT 1 FROM tombstones AS t "
+                "WHERE t.scope_id = s.scope_id AND t.layer = 'scope') "
+                "OR EXISTS (SELECT 1 FROM memories WHERE scope_id = s.scope_id) "
+                "OR EXISTS (SELECT 1 FROM messages WHERE scope_id = s.scope_id) "
+                "ORDER BY user_id, agent_id"
             ).fetchall()
         return [(int(s), Scope(u, a or None)) for s, u, a in rows]
 
@@ -183,3 +192,26 @@ class SqliteRecords(SqliteConnection, SqlRecords):
                 ).fetchall()
             out.update((int(r[0]), message_from_row(r, scope)) for r in rows)
         return out
+
+    # -- erasure (issue 16) -------------------------------------------------------------------
+
+    @contextmanager
+    def _erasing(self, action: str) -> Iterator[sqlite3.Connection]:
+        """An erasure's transaction: freed pages are overwritten, the log is folded after.
+
+        `secure_delete` (a setting of the connection, put back as it was) zeroes the pages the
+        deletions free instead of leaving the erased text in them; `wal_checkpoint(TRUNCATE)`
+        then copies the log into the database and empties it, so no older copy of those pages
+        stays in `memory.sqlite3-wal` (best effort: a reader in another process can hold the log
+        back until it finishes).
+        """
+        with self._write() as conn:
+            (before,) = conn.execute("PRAGMA secure_delete").fetchone()
+            conn.execute("PRAGMA secure_delete = ON")
+            try:
+                yield conn
+            finally:
+                conn.execute(f"PRAGMA secure_delete = {int(before)}")
+        if self.path is not None:
+            with suppress(Exception), self._write_lock:  # outside any transaction
+                self._conn(write=True).execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()

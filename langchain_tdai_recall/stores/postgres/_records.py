@@ -172,11 +172,16 @@ class PostgresRecords(SqlRecords):
         """Every scope that ever held a memory or a message: (scope_id, scope).
 
         A scope row made only for a persona or a scene has never been written to (generation
-        0) and is left out, as in the local store.
+        0) and is left out, as in the local store; so is a scope erased by `TdaiMemory.forget`
+        (its key row stays, see `_erasure`) until it holds a record again.
         """
         with self.db.connection("list scopes") as conn:
             rows = conn.execute(
-                "SELECT scope_id, user_id, agent_id FROM tdai_scopes WHERE generation > 0 "
+                "SELECT scope_id, user_id, agent_id FROM tdai_scopes AS s WHERE generation > 0 "
+                "AND (NOT EXISTS (SELECT 1 FROM tdai_tombstones AS t "
+                "WHERE t.scope_id = s.scope_id AND t.layer = 'scope') "
+                "OR EXISTS (SELECT 1 FROM tdai_memories WHERE scope_id = s.scope_id) "
+                "OR EXISTS (SELECT 1 FROM tdai_messages WHERE scope_id = s.scope_id)) "
                 "ORDER BY user_id, agent_id"
             ).fetchall()
         return [(int(s), Scope(u, a or None)) for s, u, a in rows]

@@ -12,13 +12,16 @@ from langchain_tdai_recall.testing.conformance._shared import (
     open_memory,
 )
 from langchain_tdai_recall.testing.conformance.documents import DocumentTests
+from langchain_tdai_recall.testing.conformance.erasure import ErasureTests
 from langchain_tdai_recall.testing.conformance.formation import FormationTests
 from langchain_tdai_recall.testing.conformance.lifecycle import LifecycleTests
 from langchain_tdai_recall.testing.conformance.memories import MemoryTests
 from langchain_tdai_recall.testing.conformance.vectors import VectorTests
 
 
-class BackendConformance(MemoryTests, DocumentTests, VectorTests, LifecycleTests, FormationTests):
+class BackendConformance(
+    MemoryTests, DocumentTests, VectorTests, LifecycleTests, FormationTests, ErasureTests
+):
     """Tests every backend passes. Subclass and override the `factory` fixture."""
 
     @pytest.fixture

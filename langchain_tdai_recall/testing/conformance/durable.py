@@ -28,10 +28,11 @@ from langchain_tdai_recall.testing.conformance._shared import (
     snapshot,
 )
 from langchain_tdai_recall.testing.conformance.backend import BackendConformance
+from langchain_tdai_recall.testing.conformance.erasure import DurableErasureTests
 from langchain_tdai_recall.testing.conformance.formation import FORMATION_CONFIG
 
 
-class DurableBackendConformance(BackendConformance):
+class DurableBackendConformance(BackendConformance, DurableErasureTests):
     """Tests of a backend whose data outlives the process and is shared between handles."""
 
     def test_a_write_through_another_handle_is_seen_at_the_next_call(

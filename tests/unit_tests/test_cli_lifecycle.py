@@ -1,0 +1,195 @@
+"""`tdai-recall forget`, `messages list|export|delete` and `export --messages` (issue 16)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall.cli import main
+from langchain_tdai_recall.testing import HashEmbeddings
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+class _Terminal(io.StringIO):
+    """Standard input of a terminal that types `answer`."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _fill(path: Path) -> None:
+    with TdaiMemory.open(path, embeddings=HashEmbeddings()) as memory:
+        for agent in (None, "bot"):
+            memory.add_memory(f"likes tea ({agent})", id="tea", user_id="u", agent_id=agent)
+            memory.record_messages(
+                [
+                    {"role": "user", "content": f"hello ({agent})", "id": f"h-{agent}"},
+                    {"role": "assistant", "content": "hi!", "id": f"a-{agent}"},
+                ],
+                session_key="s1",
+                user_id="u",
+                agent_id=agent,
+            )
+            memory.set_persona(f"persona ({agent})", user_id="u", agent_id=agent)
+        memory.record_messages(
+            [{"role": "user", "content": "second session", "id": "x", "recorded_at": 1_700_000}],
+            session_key="s2",
+            user_id="u",
+        )
+        memory.add_memory("other user", user_id="v")
+
+
+def _store(tmp_path: Path) -> list[str]:
+    return ["--store", str(tmp_path / "s"), "--embeddings", "hash"]
+
+
+def test_forget_erases_the_scope_and_prints_the_report(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _fill(tmp_path / "s")
+    code, out, _ = run(capsys, *_store(tmp_path), "forget", "--user", "u")
+    assert code == 0
+    assert "user 'u' (shared memory): 1 memories" in out and "3 messages" in out
+    assert "erased 1 scope(s)" in out
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
+        assert memory.list_memories(user_id="u") == []
+        assert memory.get_persona(user_id="u") is None
+        assert len(memory.list_memories(user_id="u", agent_id="bot")) == 1
+        assert len(memory.list_memories(user_id="v")) == 1
+
+
+def test_forget_all_agents_as_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    _fill(tmp_path / "s")
+    code, out, _ = run(capsys, *_store(tmp_path), "--json", "forget", "--user", "u", "--all-agents")
+    assert code == 0
+    report = json.loads(out)
+    assert report["all_agents"] is True
+    assert [(s["agent_id"], s["memories"], s["messages"]) for s in report["scopes"]] == [
+        (None, 1, 3),
+        ("bot", 1, 2),
+    ]
+    code, out, _ = run(capsys, *_store(tmp_path), "--json", "stats")
+    assert [s["user_id"] for s in json.loads(out)["scopes"]] == ["v"]
+
+
+def test_forget_asks_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fill(tmp_path / "s")
+    monkeypatch.setattr("sys.stdin", _Terminal("n\n"))
+    code, out, err = run(capsys, *_store(tmp_path), "forget", "--user", "u")
+    assert code == 1 and "nothing was erased" in out
+    assert "Erase everything of user 'u' (shared memory)" in err
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
+        assert len(memory.list_memories(user_id="u")) == 1
+    monkeypatch.setattr("sys.stdin", _Terminal("yes\n"))
+    code, out, _ = run(capsys, *_store(tmp_path), "forget", "--user", "u")
+    assert code == 0 and "erased 1 scope(s)" in out
+    monkeypatch.setattr("sys.stdin", _Terminal(""))  # --yes: no question at all
+    code, _, err = run(capsys, *_store(tmp_path), "forget", "--user", "u", "--agent", "bot", "-y")
+    assert code == 0 and "Erase" not in err
+
+
+def test_forget_refuses_agent_with_all_agents_and_a_missing_store(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _fill(tmp_path / "s")
+    code, _, err = run(
+        capsys, *_store(tmp_path), "forget", "--user", "u", "--agent", "bot", "--all-agents"
+    )
+    assert code == 1 and "--all-agents" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "--store", str(tmp_path / "nope"), "forget", "--user", "u")
+    assert code == 1 and "Traceback" not in err
+    assert not (tmp_path / "nope").exists()
+
+
+def test_messages_list_export_and_delete(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _fill(tmp_path / "s")
+    code, out, _ = run(capsys, *_store(tmp_path), "messages", "list", "--user", "u")
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()] == ["h-None", "a-None", "x"]
+    code, out, _ = run(
+        capsys, *_store(tmp_path), "--json", "messages", "list", "--user", "u", "--session", "s2"
+    )
+    assert [m["id"] for m in json.loads(out)] == ["x"]
+
+    target = tmp_path / "messages.jsonl"
+    code, out, _ = run(
+        capsys, *_store(tmp_path), "messages", "export", "--user", "u", "-o", str(target)
+    )
+    assert code == 0 and "exported 3 messages" in out
+    lines = [json.loads(x) for x in target.read_text("utf-8").splitlines()]
+    assert lines[0]["kind"] == "header"
+    assert [(x["kind"], x["id"], x["session_key"]) for x in lines[1:]] == [
+        ("message", "h-None", "s1"),
+        ("message", "a-None", "s1"),
+        ("message", "x", "s2"),
+    ]
+
+    code, _, err = run(capsys, *_store(tmp_path), "messages", "delete", "--user", "u")
+    assert code == 1 and "ids or --session" in err
+    code, _, err = run(capsys, *_store(tmp_path), "messages", "list", "x", "--user", "u")
+    assert code == 1 and "messages delete" in err
+    code, out, _ = run(
+        capsys, *_store(tmp_path), "messages", "delete", "h-None", "nope", "--user", "u", "--yes"
+    )
+    assert code == 0 and "deleted 1 message(s)" in out
+    code, out, _ = run(
+        capsys, *_store(tmp_path), "messages", "delete", "--session", "s2", "--user", "u"
+    )
+    assert code == 0 and "deleted 1 message(s)" in out  # no terminal: no question
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
+        assert [m.id for m in memory.list_messages(user_id="u")] == ["a-None"]
+        assert len(memory.list_messages(user_id="u", agent_id="bot")) == 2
+
+
+def test_a_jsonl_round_trip_keeps_the_conversations(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _fill(tmp_path / "s")
+    backup = tmp_path / "backup.jsonl"
+    code, out, _ = run(
+        capsys, *_store(tmp_path), "export", "--persona", "--messages", "-o", str(backup)
+    )
+    assert code == 0 and "(and 5 messages)" in out
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
+        before = {
+            (u, a): memory.list_messages(user_id=u, agent_id=a)
+            for u, a in (("u", None), ("u", "bot"), ("v", None))
+        }
+    copy = ["--store", str(tmp_path / "copy"), "--embeddings", "hash"]
+    code, out, _ = run(capsys, *copy, "import-jsonl", str(backup))
+    assert code == 0 and "5 new messages" in out
+    with TdaiMemory.open(tmp_path / "copy", embeddings=HashEmbeddings()) as memory:
+        for (u, a), messages in before.items():
+            assert memory.list_messages(user_id=u, agent_id=a) == messages
+        hits = memory.search_conversations("second session", user_id="u")
+        assert hits and hits[0].id == "x"
+    code, out, _ = run(capsys, *copy, "import-jsonl", str(backup))
+    assert code == 0 and "0 new messages" in out  # importing again adds nothing
+
+
+def test_an_export_without_messages_still_imports(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Files written before messages were exported (no message lines) import as before."""
+    old = tmp_path / "old.jsonl"
+    old.write_text(
+        '{"kind":"header","format":"tdai-recall-jsonl","version":1}\n'
+        '{"kind":"memory","id":"m1","content":"likes tea","user_id":"u"}\n'
+        '{"content":"a bare memory line"}\n',
+        encoding="utf-8",
+    )
+    code, out, _ = run(capsys, *_store(tmp_path), "import-jsonl", str(old))
+    assert code == 0 and "2 new and 0 updated memories, 0 new messages" in out
