@@ -71,6 +71,13 @@ def cmd_forget(args: argparse.Namespace) -> int:
     if args.all_agents and args.agent is not None:
         msg = "--all-agents erases every agent of the user; leave out --agent"
         raise UsageError(msg)
+    if args.user is None:
+        # like `TdaiMemory.forget(user_id=...)`, an erasure names its user: no default
+        msg = (
+            "forget needs --user ID, the user whose data to erase (--user default_user for the "
+            "default user)"
+        )
+        raise UsageError(msg)
     with open_existing(args, write=True) as memory:
         scope = memory.scope(args.user, args.agent)
         who = _who(scope.user_id, scope.agent_id, all_agents=args.all_agents)

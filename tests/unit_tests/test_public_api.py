@@ -194,3 +194,19 @@ def test_import_does_not_load_models_or_langchain_agents() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+def test_import_loads_no_backend_and_no_langgraph_store() -> None:
+    # the backends (and their SQL) are imported by the first open, the LangGraph store adapter by
+    # the first `as_store()`: importing the package stays as cheap as the facade needs
+    code = (
+        "import sys, langchain_tdai_recall;"
+        "prefixes = ('langchain_tdai_recall.stores.local', 'langchain_tdai_recall.stores.postgres',"
+        " 'langchain_tdai_recall.stores._sql', 'langchain_tdai_recall.graph_store',"
+        " 'langgraph.store');"
+        "print(','.join(sorted(m for m in sys.modules if m.startswith(prefixes))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == ""
