@@ -3,7 +3,8 @@
 `TdaiMemory.open` and `TdaiMemory.open_store` (and through the latter the command line) choose
 the backend here, once: a string that `_records.check_store_path` kept as a string is a database
 URL (PostgreSQL, imported only then, so the extra stays optional); a directory or `None` is the
-local backend; a store object is checked (open, and read-only when asked) and bound to the
+local backend (imported on the first open, so importing the package does not load either
+backend); a store object is checked (open, and read-only when asked) and bound to the
 tokenizer and the embedder. It lives beside the facade rather than in `stores/` so that the
 interface package does not import its own backends' store classes at module level.
 """
@@ -15,7 +16,6 @@ from pathlib import Path
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.stores.base import BaseMemoryStore
-from langchain_tdai_recall.stores.local.store import MemoryStore
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 
 __all__ = ["open_backend"]
@@ -59,6 +59,8 @@ def open_backend(
     if read_only and where is None:
         msg = "read_only=True needs a store directory; an in-memory store starts empty"
         raise ConfigError(msg)
+    from langchain_tdai_recall.stores.local.store import MemoryStore  # noqa: PLC0415 - on first open
+
     return MemoryStore(
         where,
         tokenizer=tokenizer,

@@ -14,9 +14,6 @@ from typing import TYPE_CHECKING
 
 from langchain_tdai_recall._progress import progress
 from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.formation._llm import resolve_chat_model
-from langchain_tdai_recall.formation.pipeline import FormationEngine
-from langchain_tdai_recall.formation.scheduler import FormationScheduler
 
 if TYPE_CHECKING:
     from langchain_core.callbacks import Callbacks
@@ -26,6 +23,7 @@ if TYPE_CHECKING:
     from langchain_tdai_recall._embedder import VectorUpkeep
     from langchain_tdai_recall.config import TdaiConfig
     from langchain_tdai_recall.formation.report import ExtractionReport
+    from langchain_tdai_recall.formation.scheduler import FormationScheduler
     from langchain_tdai_recall.recall.search import Searcher
     from langchain_tdai_recall.stores.base import BaseMemoryStore
     from langchain_tdai_recall.types import Scope
@@ -61,6 +59,12 @@ def start_formation(
             raise ConfigError(msg)
         logger.info("memory formation is off: this store was opened read-only")
         return None
+    # imported only now: the pipeline needs LangChain's chat-model stack (most of a second to
+    # import), which a memory without a chat model never loads
+    from langchain_tdai_recall.formation._llm import resolve_chat_model  # noqa: PLC0415
+    from langchain_tdai_recall.formation.pipeline import FormationEngine  # noqa: PLC0415
+    from langchain_tdai_recall.formation.scheduler import FormationScheduler  # noqa: PLC0415
+
     engine = FormationEngine(
         store=store,
         searcher=searcher,

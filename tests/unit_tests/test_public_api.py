@@ -210,3 +210,21 @@ def test_import_loads_no_backend_and_no_langgraph_store() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+def test_opening_a_memory_without_a_chat_model_loads_no_formation_pipeline() -> None:
+    # memory formation needs LangChain's chat-model stack (most of a second to import); a memory
+    # opened without a chat model must not pay for it (regression: the facade split imported it
+    # on every open)
+    code = (
+        "import sys; from langchain_tdai_recall import TdaiMemory;"
+        "from langchain_tdai_recall._hash_embeddings import HashEmbeddings;"
+        "m = TdaiMemory.open(embeddings=HashEmbeddings(dims=16)); m.close();"
+        "heavy = ('langchain_core.language_models.chat_models',"
+        " 'langchain_tdai_recall.formation.pipeline', 'langchain_tdai_recall.formation._llm');"
+        "print(','.join(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == ""
