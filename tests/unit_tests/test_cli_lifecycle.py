@@ -193,3 +193,22 @@ def test_an_export_without_messages_still_imports(
     )
     code, out, _ = run(capsys, *_store(tmp_path), "import-jsonl", str(old))
     assert code == 0 and "2 new and 0 updated memories, 0 new messages" in out
+
+
+def test_messages_delete_takes_ids_after_the_options(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`messages delete --user u ID ...` (options first, as in the README's examples) deletes
+    the ids like `messages delete ID ... --user u` does."""
+    _fill(tmp_path / "s")
+    code, out, err = run(
+        capsys, *_store(tmp_path), "messages", "delete", "--user", "u", "-y", "h-None", "x"
+    )
+    assert (code, out.strip()) == (0, "deleted 2 message(s)"), err
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
+        assert [m.id for m in memory.list_messages(user_id="u")] == ["a-None"]
+        assert len(memory.list_messages(user_id="u", agent_id="bot")) == 2
+    code, _, err = run(capsys, *_store(tmp_path), "messages", "list", "--user", "u", "stray")
+    assert code == 1 and "takes no ids" in err
+    code, _, err = run(capsys, *_store(tmp_path), "stats", "--user", "u", "stray")
+    assert code == 1 and "unrecognized arguments: stray" in err
