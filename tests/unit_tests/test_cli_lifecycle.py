@@ -212,3 +212,18 @@ def test_messages_delete_takes_ids_after_the_options(
     assert code == 1 and "takes no ids" in err
     code, _, err = run(capsys, *_store(tmp_path), "stats", "--user", "u", "stray")
     assert code == 1 and "unrecognized arguments: stray" in err
+
+
+def test_forget_needs_an_explicit_user(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Like `TdaiMemory.forget(user_id=...)`, `forget` without `--user` erases nothing (off a
+    terminal it would not even ask) instead of erasing the default user."""
+    path = tmp_path / "s"
+    _fill(path)
+    with TdaiMemory.open(path, embeddings=HashEmbeddings()) as memory:
+        memory.add_memory("default user's fact")
+    code, out, err = run(capsys, *_store(tmp_path), "forget", "-y")
+    assert code == 1 and out == "" and "--user" in err
+    with TdaiMemory.open(path, embeddings=HashEmbeddings()) as memory:
+        assert [m.content for m in memory.list_memories()] == ["default user's fact"]
+    code, out, _ = run(capsys, *_store(tmp_path), "--user", "default_user", "forget", "-y")
+    assert code == 0 and "erased 1 scope(s): 1 memories" in out
