@@ -227,3 +227,31 @@ def test_forget_needs_an_explicit_user(capsys: pytest.CaptureFixture[str], tmp_p
         assert [m.content for m in memory.list_memories()] == ["default user's fact"]
     code, out, _ = run(capsys, *_store(tmp_path), "--user", "default_user", "forget", "-y")
     assert code == 0 and "erased 1 scope(s): 1 memories" in out
+
+
+def test_messages_export_without_a_scope_exports_every_scope(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Like `export`, `messages export` without `--user`/`--agent` backs up the messages of
+    every scope (not only the default user's), and `import-jsonl` restores each in its own."""
+    _fill(tmp_path / "s")
+    target = tmp_path / "all.jsonl"
+    code, out, _ = run(capsys, *_store(tmp_path), "messages", "export", "-o", str(target))
+    assert code == 0 and "exported 5 messages" in out
+    lines = [json.loads(x) for x in target.read_text("utf-8").splitlines()[1:]]
+    assert sorted((x["agent_id"] or "", x["id"]) for x in lines) == [
+        ("", "a-None"),
+        ("", "h-None"),
+        ("", "x"),
+        ("bot", "a-bot"),
+        ("bot", "h-bot"),
+    ]
+    copy = ["--store", str(tmp_path / "copy"), "--embeddings", "hash"]
+    code, _, _ = run(capsys, *copy, "import-jsonl", str(target))
+    assert code == 0
+    with TdaiMemory.open(tmp_path / "copy", embeddings=HashEmbeddings()) as memory:
+        assert [m.id for m in memory.list_messages(user_id="u", agent_id="bot")] == [
+            "h-bot",
+            "a-bot",
+        ]
+        assert len(memory.list_messages(user_id="u")) == 3
