@@ -141,13 +141,19 @@ def normalize_expiry(value: object, *, field: str = "expires_at") -> str | None:
     """
     if value is None or value == "":
         return None
-    if isinstance(value, dt.datetime):
-        return iso_utc(value)
-    if isinstance(value, str):
-        try:
+    try:
+        if isinstance(value, dt.datetime):
+            return iso_utc(value)
+        if isinstance(value, str):
             return iso_utc(dt.datetime.fromisoformat(value.strip()))
-        except ValueError:
-            pass
+    except OverflowError:
+        msg = (
+            f"{field} {_shown(value)} falls outside years 1..9999 once converted to UTC; "
+            "give a time within them, or None for never"
+        )
+        raise ConfigError(msg) from None
+    except ValueError:
+        pass
     msg = (
         f"{field} must be a datetime or an ISO-8601 date-time such as '2026-01-31T12:00:00Z' "
         f"(UTC when it has no offset), or None for never; got {_shown(value)}"

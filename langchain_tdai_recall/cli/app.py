@@ -42,7 +42,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            # argparse gives `messages`' optional ids their (empty) value with the action, so
+            # ids after an option (`messages delete --user u ID`) come back unparsed
+            if getattr(args, "command", None) == "messages" and not any(
+                e.startswith("-") for e in extra
+            ):
+                args.ids = [*args.ids, *extra]
+            else:
+                parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except UsageError as exc:
         _error(str(exc))
         return 1

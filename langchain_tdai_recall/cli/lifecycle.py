@@ -5,7 +5,8 @@
   it prints what was erased.
 - `messages list`: the scope's messages (optionally one `--session`), in the order stored.
 - `messages export`: the same as JSON Lines message lines, which `import-jsonl` reads back
-  (`export --messages` writes them with the memories).
+  (`export --messages` writes them with the memories); without `--user`/`--agent`, those of
+  every scope, as `export` does.
 - `messages delete`: messages by id, or a whole `--session` (asks on a terminal, like
   `forget`).
 """
@@ -122,7 +123,11 @@ def cmd_messages(args: argparse.Namespace) -> int:
     with open_existing(args) as memory:
         scope = memory.scope(args.user, args.agent)
         if args.action == "export":
-            return _export(args, memory, scope.user_id, scope.agent_id)
+            if args.user is None and args.agent is None:  # every scope, as `export` does
+                scopes = [(s.user_id, s.agent_id) for s in memory.stats().scopes if s.messages]
+            else:
+                scopes = [(scope.user_id, scope.agent_id)]
+            return _export(args, memory, scopes)
         records = memory.list_messages(
             session_key=args.session,
             limit=args.limit,
@@ -143,10 +148,14 @@ def cmd_messages(args: argparse.Namespace) -> int:
     return 0
 
 
-def _export(args: argparse.Namespace, memory: TdaiMemory, user: str, agent: str | None) -> int:
+def _export(
+    args: argparse.Namespace, memory: TdaiMemory, scopes: list[tuple[str, str | None]]
+) -> int:
     from langchain_tdai_recall import _jsonl  # noqa: PLC0415
 
-    lines = message_lines(memory, user, agent, args.session)
+    lines = (
+        line for user, agent in scopes for line in message_lines(memory, user, agent, args.session)
+    )
     if args.output == "-":
         sys.stdout.write(_jsonl.header_line() + "\n")
         for line in lines:

@@ -15,10 +15,17 @@ from typing import Annotated, Any, Final, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
 from langchain_core.tools import InjectedToolArg, ToolException
-from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from typing_extensions import override
 
-from langchain_tdai_recall._memory_meta import time_bound
+from langchain_tdai_recall._memory_meta import memory_filter, time_bound
 from langchain_tdai_recall._turn import (
     CONVERSATION_SEARCH_TOOL,
     MEMORY_SEARCH_TOOL,
@@ -149,6 +156,21 @@ class MemorySearchInput(_ToolInput):
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
         return value
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> MemorySearchInput:
+        # a range whose start is after its end is refused like any bad argument, so the
+        # model is told to fix it instead of that the tool is unavailable
+        try:
+            memory_filter(
+                created_after=self.created_after,
+                created_before=self.created_before,
+                active_after=self.active_after,
+                active_before=self.active_before,
+            )
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
 
 _FILTER_ARGS: Final = (

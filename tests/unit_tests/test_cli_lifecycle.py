@@ -193,3 +193,65 @@ def test_an_export_without_messages_still_imports(
     )
     code, out, _ = run(capsys, *_store(tmp_path), "import-jsonl", str(old))
     assert code == 0 and "2 new and 0 updated memories, 0 new messages" in out
+
+
+def test_messages_delete_takes_ids_after_the_options(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`messages delete --user u ID ...` (options first, as in the README's examples) deletes
+    the ids like `messages delete ID ... --user u` does."""
+    _fill(tmp_path / "s")
+    code, out, err = run(
+        capsys, *_store(tmp_path), "messages", "delete", "--user", "u", "-y", "h-None", "x"
+    )
+    assert (code, out.strip()) == (0, "deleted 2 message(s)"), err
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
+        assert [m.id for m in memory.list_messages(user_id="u")] == ["a-None"]
+        assert len(memory.list_messages(user_id="u", agent_id="bot")) == 2
+    code, _, err = run(capsys, *_store(tmp_path), "messages", "list", "--user", "u", "stray")
+    assert code == 1 and "takes no ids" in err
+    code, _, err = run(capsys, *_store(tmp_path), "stats", "--user", "u", "stray")
+    assert code == 1 and "unrecognized arguments: stray" in err
+
+
+def test_forget_needs_an_explicit_user(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Like `TdaiMemory.forget(user_id=...)`, `forget` without `--user` erases nothing (off a
+    terminal it would not even ask) instead of erasing the default user."""
+    path = tmp_path / "s"
+    _fill(path)
+    with TdaiMemory.open(path, embeddings=HashEmbeddings()) as memory:
+        memory.add_memory("default user's fact")
+    code, out, err = run(capsys, *_store(tmp_path), "forget", "-y")
+    assert code == 1 and out == "" and "--user" in err
+    with TdaiMemory.open(path, embeddings=HashEmbeddings()) as memory:
+        assert [m.content for m in memory.list_memories()] == ["default user's fact"]
+    code, out, _ = run(capsys, *_store(tmp_path), "--user", "default_user", "forget", "-y")
+    assert code == 0 and "erased 1 scope(s): 1 memories" in out
+
+
+def test_messages_export_without_a_scope_exports_every_scope(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Like `export`, `messages export` without `--user`/`--agent` backs up the messages of
+    every scope (not only the default user's), and `import-jsonl` restores each in its own."""
+    _fill(tmp_path / "s")
+    target = tmp_path / "all.jsonl"
+    code, out, _ = run(capsys, *_store(tmp_path), "messages", "export", "-o", str(target))
+    assert code == 0 and "exported 5 messages" in out
+    lines = [json.loads(x) for x in target.read_text("utf-8").splitlines()[1:]]
+    assert sorted((x["agent_id"] or "", x["id"]) for x in lines) == [
+        ("", "a-None"),
+        ("", "h-None"),
+        ("", "x"),
+        ("bot", "a-bot"),
+        ("bot", "h-bot"),
+    ]
+    copy = ["--store", str(tmp_path / "copy"), "--embeddings", "hash"]
+    code, _, _ = run(capsys, *copy, "import-jsonl", str(target))
+    assert code == 0
+    with TdaiMemory.open(tmp_path / "copy", embeddings=HashEmbeddings()) as memory:
+        assert [m.id for m in memory.list_messages(user_id="u", agent_id="bot")] == [
+            "h-bot",
+            "a-bot",
+        ]
+        assert len(memory.list_messages(user_id="u")) == 3

@@ -471,3 +471,16 @@ async def test_async_search_memories_takes_the_filters(mem: TdaiMemory) -> None:
     hits = await mem.asearch_memories("kites", user_id="alice", metadata={"k": 1})
     assert [h.id for h in hits] == [rec.id]
     assert await mem.asearch_memories("kites", user_id="alice", metadata={"k": 2}) == []
+
+
+def test_memory_search_reversed_time_range_is_an_argument_error(mem: TdaiMemory) -> None:
+    """A range whose start is after its end is the model's mistake to fix, not an outage."""
+    search = mem.tools(user_id="alice")[0]
+    for low, high in (("created_after", "created_before"), ("active_after", "active_before")):
+        args = {"query": "train seat", low: "2026-06-02", high: "2026-06-01"}
+        result = search.invoke(_tool_call("tdai_memory_search", args))
+        text = str(result.content)
+        assert result.status == "error"
+        assert text.startswith("Invalid arguments for tdai_memory_search"), text
+        assert low in text and "swap them" in text
+        assert "unavailable" not in text

@@ -5,6 +5,7 @@ The same checks run on PostgreSQL in `tests/integration_tests/stores/test_lifecy
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.stores._index import snapshot as _snapshot
 from langchain_tdai_recall.stores.local.store import INDEX_CACHE_DIRNAME
 from langchain_tdai_recall.testing import HashEmbeddings
@@ -122,3 +124,23 @@ def test_the_index_snapshot_keeps_expiry_and_metadata(
         assert [h.id for h in hits] == ["meta"]
         time.sleep(max(soon + 1 - time.time(), 0) + 0.1)
         assert "soon" not in {h.id for h in mem.search_memories("gardening", limit=20)}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "9999-12-31T23:59:59-12:00",
+        "0001-01-01T00:00:00+14:00",
+        dt.datetime.max.replace(tzinfo=dt.timezone(dt.timedelta(hours=-5))),
+    ],
+)
+def test_an_expiry_outside_the_calendar_in_utc_is_a_config_error(value: object) -> None:
+    """An expiry that has no UTC time (it falls past year 9999 or before year 1) is refused
+    with the field and the value named, on `add_memory` and in `add_memories` records."""
+    with TdaiMemory.open(None, embeddings=None) as mem:
+        with pytest.raises(ConfigError, match="expires_at") as caught:
+            mem.add_memory("Far away.", expires_at=value)  # type: ignore[arg-type]
+        assert str(value)[:4] in str(caught.value)
+        with pytest.raises(ConfigError, match="expires_at"):
+            mem.add_memories([{"content": "Far away.", "expires_at": value}])
+        assert mem.stats().memories == 0
