@@ -64,7 +64,9 @@ from langchain_tdai_recall.stores._index.extras import HIDDEN_KEY, MemoryFilter
 from langchain_tdai_recall.types import MEMORY_TYPES, MemoryRecord, MemoryType, Scope
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall.memory import TdaiMemory
+    from langchain_tdai_recall._host import StoreHost
+    from langchain_tdai_recall.recall.hits import HitSearch
+    from langchain_tdai_recall.stores.base import BaseMemoryStore
 
 __all__ = ["DEFAULT_NAMESPACE", "NamespaceTemplate", "TdaiStore"]
 
@@ -298,8 +300,13 @@ class TdaiStore(BaseStore):
     See the module docstring for how namespaces, values, search, filters and TTL map onto the
     memory. Every operation runs in one scope and sees only that scope.
 
+    It depends on the facade only through `_host.StoreHost` (public methods); `as_store` hands
+    it the memory's store and ranked search by name.
+
     Args:
         memory: The memory the items live in (recall reads them).
+        store: That memory's store (raw reads, expiry renewal, scopes, the newest-first order).
+        hits: That memory's ranked search (query searches).
         namespace: The namespace template (default `("memories", "{user_id}")`).
         agent_id: The agent of every item when the template has no `"{agent_id}"` (default:
             the user's shared memory).
@@ -313,8 +320,10 @@ class TdaiStore(BaseStore):
 
     def __init__(
         self,
-        memory: TdaiMemory,
+        memory: StoreHost,
         *,
+        store: BaseMemoryStore,
+        hits: HitSearch,
         namespace: Sequence[str] = DEFAULT_NAMESPACE,
         agent_id: str | None = None,
         index: IndexConfig | None = None,
@@ -322,6 +331,8 @@ class TdaiStore(BaseStore):
         memory_type: MemoryType = "episodic",
     ) -> None:
         self.memory = memory
+        self.store = store
+        self.hits = hits
         self.template = NamespaceTemplate(namespace, agent_id=agent_id)
         if index is not None and not isinstance(cast("object", index), Mapping):
             msg = f"index must be a LangGraph IndexConfig dict or None, got {index!r:.60}"
@@ -439,7 +450,7 @@ class TdaiStore(BaseStore):
         ):
             msg = f"ttl must be a positive number of minutes or None, got {ttl!r}"
             raise ConfigError(msg)
-        existing = self.memory._store.get_memory(scope, key)
+        existing = self.store.get_memory(scope, key)
         part: dict[str, Any] = {"value": dict(op.value)}
         if hidden:
             part["index"] = False
@@ -473,6 +484,7 @@ class TdaiStore(BaseStore):
 
     def _refresh(self, scope: Scope, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
         """Renew the expiry of the items that have a TTL (their write time stays)."""
+        self.memory.check_open()
         if self.memory.read_only:
             return list(records)
         renewed: dict[str, MemoryRecord] = {}
@@ -482,7 +494,9 @@ class TdaiStore(BaseStore):
             if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl > 0:
                 renewed[rec.id] = replace(rec, expires_at=expiry_after(float(ttl) * 60))
         if renewed:
-            self.memory._store.put_memories(scope, list(renewed.values()))
+            # Only the expiry changes: the row keeps its text, so its vector (or its place in
+            # the vector upkeep's queue) stays; the write is checked like any other.
+            self.store.put_memories(scope, list(renewed.values()))
         return [renewed.get(rec.id, rec) for rec in records]
 
     # -- search and listing ------------------------------------------------------------------
@@ -497,14 +511,14 @@ class TdaiStore(BaseStore):
         where = MemoryFilter(where=test) if test is not None else None
         namespace = self.template.namespace(scope)
         assert namespace is not None
-        memory = self.memory
-        store = memory._store
+        self.memory.check_open()
+        store = self.store
         scores: dict[int, float | None] = {}
         if op.query is not None and str(op.query).strip():
             wanted = min(op.offset + op.limit, MAX_QUERY_HITS)
             if op.limit == 0 or op.offset >= wanted:
                 return []
-            hits = memory._hits.ranked_memories(scope, op.query, limit=wanted, where=where)
+            hits = self.hits.ranked_memories(scope, op.query, limit=wanted, where=where)
             for hit in hits[op.offset : op.offset + op.limit]:
                 scores[hit.rowid] = hit.score
         else:
@@ -536,7 +550,8 @@ class TdaiStore(BaseStore):
         return out
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        store = self.memory._store
+        self.memory.check_open()
+        store = self.store
         found: set[tuple[str, ...]] = set()
         for scope in store.scopes():
             namespace = self.template.namespace(scope)

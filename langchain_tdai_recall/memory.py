@@ -36,7 +36,7 @@ from langchain_tdai_recall._async_api import async_twin, in_thread
 from langchain_tdai_recall._backend import open_backend
 from langchain_tdai_recall._breaker import StoreBreaker
 from langchain_tdai_recall._failure import log_failure
-from langchain_tdai_recall._host import MemoryHost
+from langchain_tdai_recall._host import MemoryHost, StoreHost
 from langchain_tdai_recall._lifecycle import check_flag, check_timeout, shutdown, writer_callbacks
 from langchain_tdai_recall._memory_meta import (
     ExpirySweeper,
@@ -1466,6 +1466,8 @@ class TdaiMemory:
 
         return TdaiStore(
             self,
+            store=self._store,
+            hits=self._hits,
             namespace=namespace,
             agent_id=agent_id,
             index=index,
@@ -1652,5 +1654,8 @@ class TdaiMemory:
 
 _SATISFIES_HOST: type[MemoryHost] = TdaiMemory
 """The facade is the adapters' `MemoryHost` (mypy checks every member)."""
+
+_SATISFIES_STORE_HOST: type[StoreHost] = TdaiMemory
+"""The facade is the LangGraph store's `StoreHost` (mypy checks every member)."""
 _SATISFIES_IMPORT_TARGET: type[ImportTarget] = TdaiMemory
 """And the upstream importer's `ImportTarget` (`upstream.importer`)."""
