@@ -715,7 +715,7 @@ class TdaiMemory:
         """Memories of the scope, oldest first, optionally of one type.
 
         `limit=None` lists all; `offset` skips that many first. Expired memories are left out
-        (a page may then be shorter than `limit` until the sweep deletes them).
+        before paging, so a page is full while unexpired memories remain, swept or not.
         """
         scope = self.scope(user_id, agent_id)
         if type is not None and type not in MEMORY_TYPES:
