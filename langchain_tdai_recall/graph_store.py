@@ -28,8 +28,9 @@ matches the value's top-level keys: equality, or an operator dict with `$eq`, `$
 **TTL** follows LangGraph's `TTLConfig`: `default_ttl` minutes for puts without a `ttl`, and
 `refresh_on_read` (default `True`) renews an item's expiry when a get or search returns it. The
 expiry is the memory's `expires_at`: expired items are never returned nor recalled, and the
-background sweep deletes them (`sweep_interval_minutes` is not used; see
-`store.expiry_sweep_seconds`).
+memory's background sweep deletes them every `store.expiry_sweep_seconds`, or every
+`sweep_interval_minutes` when that is shorter (`as_store` shortens the memory's sweep; a
+read-only memory has none).
 """
 
 from __future__ import annotations
@@ -312,7 +313,8 @@ class TdaiStore(BaseStore):
             the user's shared memory).
         index: LangGraph's index config; only `fields` is used (the memory's own embedder
             embeds the text; `dims` and `embed` are ignored).
-        ttl: LangGraph's `TTLConfig` (`default_ttl` in minutes, `refresh_on_read`).
+        ttl: LangGraph's `TTLConfig` (`default_ttl` in minutes, `refresh_on_read`,
+            `sweep_interval_minutes`).
         memory_type: Type of new memories written by puts.
     """
 
@@ -356,6 +358,17 @@ class TdaiStore(BaseStore):
         ):
             msg = f"ttl['default_ttl'] must be a positive number of minutes, got {default_ttl!r}"
             raise ConfigError(msg)
+        sweep = (ttl or {}).get("sweep_interval_minutes")
+        if sweep is not None and (
+            isinstance(sweep, bool) or not isinstance(sweep, int | float) or sweep <= 0
+        ):
+            msg = (
+                "ttl['sweep_interval_minutes'] must be a positive number of minutes or None, "
+                f"got {sweep!r}"
+            )
+            raise ConfigError(msg)
+        self.sweep_seconds: float | None = float(sweep) * 60 if sweep is not None else None
+        """The longest wait between expiry sweeps this store asks for (`as_store` applies it)."""
         self.ttl_config = ttl
         if memory_type not in MEMORY_TYPES:
             msg = f"memory_type must be one of {list(MEMORY_TYPES)}, got {memory_type!r}"

@@ -1455,7 +1455,9 @@ class TdaiMemory:
                 `"{agent_id}"`; namespaces of another form are refused (`ScopeError`).
             agent_id: The agent of every item when the template has no `"{agent_id}"`.
             index: LangGraph's `IndexConfig`; its `fields` choose the text of a value.
-            ttl: LangGraph's `TTLConfig` (`default_ttl` minutes, `refresh_on_read`).
+            ttl: LangGraph's `TTLConfig` (`default_ttl` minutes, `refresh_on_read`;
+                `sweep_interval_minutes` shortens the memory's background expiry sweep to that
+                interval when `store.expiry_sweep_seconds` is longer).
             memory_type: Type of the memories new items become.
 
         Raises:
@@ -1464,7 +1466,7 @@ class TdaiMemory:
         self._check_open()
         from langchain_tdai_recall.graph_store import TdaiStore  # noqa: PLC0415 - langgraph
 
-        return TdaiStore(
+        graph_store = TdaiStore(
             self,
             store=self._store,
             hits=self._hits,
@@ -1474,6 +1476,9 @@ class TdaiMemory:
             ttl=ttl,
             memory_type=memory_type,
         )
+        if graph_store.sweep_seconds is not None and self._sweeper is not None:
+            self._sweeper.sweep_at_least_every(graph_store.sweep_seconds)
+        return graph_store
 
     def import_upstream(
         self,
