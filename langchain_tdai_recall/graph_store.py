@@ -15,8 +15,10 @@ other scope. Searches and listings need a prefix that names the user, and see th
 metadata (`metadata["tdai_store"]["value"]`, so the 16 KiB metadata bound applies), and the
 memory's text, which hybrid search and automatic recall use, is taken from the value: its
 `index` fields (the store's `index={"fields": [...]}` or the put's `index=[...]`, LangGraph path
-syntax), else its `"content"` string, else its JSON. `index=False` stores an item that `get`
-and a search without a query return, but that no query search and no recall sees. Memories
+syntax), else its `"content"` string, or the string at `content.content` (the value
+`{"kind": "Memory", "content": {"content": ...}}` LangMem's `create_memory_store_manager`
+writes), else its JSON. `index=False` stores an item that `get` and a search without a query
+return, but that no query search and no recall sees. Memories
 written through `TdaiMemory` itself are items too, valued `{"content": ..., "type": ...}`
 plus their metadata. `created_at` / `updated_at` are the memory's.
 
@@ -437,6 +439,8 @@ class TdaiStore(BaseStore):
         fields = list(index) if isinstance(index, list | tuple) else self._fields
         if fields is None:
             content = value.get("content")
+            if isinstance(content, Mapping):  # LangMem's memory manager nests its text
+                content = content.get("content")
             text = content if isinstance(content, str) and content.strip() else whole
             return text, False
         texts = [t for path in fields for t in get_text_at_path(value, path) if t.strip()]
