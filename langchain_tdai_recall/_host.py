@@ -7,18 +7,25 @@ adapter imports the facade back: the import graph has no circle through `TdaiMem
 interface names exactly what the adapters call; `TdaiMemory` satisfies it (checked by mypy in
 `memory.py`). The members without an `a` twin or a place in the README (`capture_turn`,
 `memory_manager`, `check_open`, `store_breaker`) are for the adapters, not for applications.
+
+`StoreHost` is the same for the LangGraph store (`graph_store.TdaiStore`): the public facade
+methods it calls. The store and the ranked search it also needs are handed to it by name when
+`TdaiMemory.as_store` builds it, not reached through the facade's private attributes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import datetime as dt
+
     from langchain_tdai_recall._breaker import StoreBreaker
     from langchain_tdai_recall.config import TdaiConfig
     from langchain_tdai_recall.types import (
         MemoryHit,
+        MemoryRecord,
         MemoryType,
         MessageHit,
         RecallResult,
@@ -27,7 +34,7 @@ if TYPE_CHECKING:
         Scope,
     )
 
-__all__ = ["ManageWriter", "MemoryHost"]
+__all__ = ["ManageWriter", "MemoryHost", "StoreHost"]
 
 
 class ManageWriter(Protocol):
@@ -170,4 +177,42 @@ class MemoryHost(Protocol):
         self, name: str, *, user_id: str | None = None, agent_id: str | None = None
     ) -> SceneBlock | None:
         """Async version of `read_scene`."""
+        ...
+
+
+@runtime_checkable
+class StoreHost(Protocol):
+    """What the LangGraph store calls on its memory (`TdaiMemory` is the implementation)."""
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened with `read_only=True`."""
+        ...
+
+    def check_open(self) -> None:
+        """Raise `StoreClosedError` when the memory is closed."""
+        ...
+
+    def get_memory(
+        self, id: str, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> MemoryRecord | None:
+        """One unexpired memory of the scope by id, or `None`."""
+        ...
+
+    def delete_memory(
+        self, id: str, *, user_id: str | None = None, agent_id: str | None = None
+    ) -> bool:
+        """Delete one memory of the scope; returns whether it existed."""
+        ...
+
+    def add_memories(
+        self,
+        records: Iterable[MemoryRecord | Mapping[str, Any]],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        show_progress: bool | None = None,
+        ttl: float | dt.timedelta | None = None,
+    ) -> list[MemoryRecord]:
+        """Store memories in one scope (see `TdaiMemory.add_memories`)."""
         ...

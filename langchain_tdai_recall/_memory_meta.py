@@ -275,6 +275,7 @@ class ExpirySweeper:
         self._store = store
         self._interval = interval
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.swept = 0
         """Memories deleted so far (for tests and stats)."""
@@ -304,10 +305,26 @@ class ExpirySweeper:
                 logger.warning("the expiry sweep failed (%s); retrying later", type(exc).__name__)
                 logger.debug("expiry sweep failure", exc_info=True)
                 full = False
-            self._stop.wait(0.05 if full else self._interval)
+            self._wake.wait(0.05 if full else self._interval)
+            self._wake.clear()
+
+    @property
+    def interval(self) -> float:
+        """Seconds between passes."""
+        return self._interval
+
+    def sweep_at_least_every(self, seconds: float) -> None:
+        """Shorten the interval to `seconds` if it is longer (a shorter one is kept).
+
+        A waiting thread starts its next pass now, then keeps the new interval.
+        """
+        if seconds < self._interval:
+            self._interval = seconds
+            self._wake.set()
 
     def stop(self, timeout: float = 1.0) -> None:
         """Stop the thread, waiting at most `timeout` seconds for a pass in progress."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(max(timeout, 0.0))

@@ -15,8 +15,10 @@ other scope. Searches and listings need a prefix that names the user, and see th
 metadata (`metadata["tdai_store"]["value"]`, so the 16 KiB metadata bound applies), and the
 memory's text, which hybrid search and automatic recall use, is taken from the value: its
 `index` fields (the store's `index={"fields": [...]}` or the put's `index=[...]`, LangGraph path
-syntax), else its `"content"` string, else its JSON. `index=False` stores an item that `get`
-and a search without a query return, but that no query search and no recall sees. Memories
+syntax), else its `"content"` string, or the string at `content.content` (the value
+`{"kind": "Memory", "content": {"content": ...}}` LangMem's `create_memory_store_manager`
+writes), else its JSON. `index=False` stores an item that `get` and a search without a query
+return, but that no query search and no recall sees. Memories
 written through `TdaiMemory` itself are items too, valued `{"content": ..., "type": ...}`
 plus their metadata. `created_at` / `updated_at` are the memory's.
 
@@ -28,8 +30,9 @@ matches the value's top-level keys: equality, or an operator dict with `$eq`, `$
 **TTL** follows LangGraph's `TTLConfig`: `default_ttl` minutes for puts without a `ttl`, and
 `refresh_on_read` (default `True`) renews an item's expiry when a get or search returns it. The
 expiry is the memory's `expires_at`: expired items are never returned nor recalled, and the
-background sweep deletes them (`sweep_interval_minutes` is not used; see
-`store.expiry_sweep_seconds`).
+memory's background sweep deletes them every `store.expiry_sweep_seconds`, or every
+`sweep_interval_minutes` when that is shorter (`as_store` shortens the memory's sweep; a
+read-only memory has none).
 """
 
 from __future__ import annotations
@@ -64,7 +67,9 @@ from langchain_tdai_recall.stores._index.extras import HIDDEN_KEY, MemoryFilter
 from langchain_tdai_recall.types import MEMORY_TYPES, MemoryRecord, MemoryType, Scope
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall.memory import TdaiMemory
+    from langchain_tdai_recall._host import StoreHost
+    from langchain_tdai_recall.recall.hits import HitSearch
+    from langchain_tdai_recall.stores.base import BaseMemoryStore
 
 __all__ = ["DEFAULT_NAMESPACE", "NamespaceTemplate", "TdaiStore"]
 
@@ -298,14 +303,20 @@ class TdaiStore(BaseStore):
     See the module docstring for how namespaces, values, search, filters and TTL map onto the
     memory. Every operation runs in one scope and sees only that scope.
 
+    It depends on the facade only through `_host.StoreHost` (public methods); `as_store` hands
+    it the memory's store and ranked search by name.
+
     Args:
         memory: The memory the items live in (recall reads them).
+        store: That memory's store (raw reads, expiry renewal, scopes, the newest-first order).
+        hits: That memory's ranked search (query searches).
         namespace: The namespace template (default `("memories", "{user_id}")`).
         agent_id: The agent of every item when the template has no `"{agent_id}"` (default:
             the user's shared memory).
         index: LangGraph's index config; only `fields` is used (the memory's own embedder
             embeds the text; `dims` and `embed` are ignored).
-        ttl: LangGraph's `TTLConfig` (`default_ttl` in minutes, `refresh_on_read`).
+        ttl: LangGraph's `TTLConfig` (`default_ttl` in minutes, `refresh_on_read`,
+            `sweep_interval_minutes`).
         memory_type: Type of new memories written by puts.
     """
 
@@ -313,8 +324,10 @@ class TdaiStore(BaseStore):
 
     def __init__(
         self,
-        memory: TdaiMemory,
+        memory: StoreHost,
         *,
+        store: BaseMemoryStore,
+        hits: HitSearch,
         namespace: Sequence[str] = DEFAULT_NAMESPACE,
         agent_id: str | None = None,
         index: IndexConfig | None = None,
@@ -322,6 +335,8 @@ class TdaiStore(BaseStore):
         memory_type: MemoryType = "episodic",
     ) -> None:
         self.memory = memory
+        self.store = store
+        self.hits = hits
         self.template = NamespaceTemplate(namespace, agent_id=agent_id)
         if index is not None and not isinstance(cast("object", index), Mapping):
             msg = f"index must be a LangGraph IndexConfig dict or None, got {index!r:.60}"
@@ -345,6 +360,17 @@ class TdaiStore(BaseStore):
         ):
             msg = f"ttl['default_ttl'] must be a positive number of minutes, got {default_ttl!r}"
             raise ConfigError(msg)
+        sweep = (ttl or {}).get("sweep_interval_minutes")
+        if sweep is not None and (
+            isinstance(sweep, bool) or not isinstance(sweep, int | float) or sweep <= 0
+        ):
+            msg = (
+                "ttl['sweep_interval_minutes'] must be a positive number of minutes or None, "
+                f"got {sweep!r}"
+            )
+            raise ConfigError(msg)
+        self.sweep_seconds: float | None = float(sweep) * 60 if sweep is not None else None
+        """The longest wait between expiry sweeps this store asks for (`as_store` applies it)."""
         self.ttl_config = ttl
         if memory_type not in MEMORY_TYPES:
             msg = f"memory_type must be one of {list(MEMORY_TYPES)}, got {memory_type!r}"
@@ -413,6 +439,8 @@ class TdaiStore(BaseStore):
         fields = list(index) if isinstance(index, list | tuple) else self._fields
         if fields is None:
             content = value.get("content")
+            if isinstance(content, Mapping):  # LangMem's memory manager nests its text
+                content = content.get("content")
             text = content if isinstance(content, str) and content.strip() else whole
             return text, False
         texts = [t for path in fields for t in get_text_at_path(value, path) if t.strip()]
@@ -439,7 +467,7 @@ class TdaiStore(BaseStore):
         ):
             msg = f"ttl must be a positive number of minutes or None, got {ttl!r}"
             raise ConfigError(msg)
-        existing = self.memory._store.get_memory(scope, key)
+        existing = self.store.get_memory(scope, key)
         part: dict[str, Any] = {"value": dict(op.value)}
         if hidden:
             part["index"] = False
@@ -473,6 +501,7 @@ class TdaiStore(BaseStore):
 
     def _refresh(self, scope: Scope, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
         """Renew the expiry of the items that have a TTL (their write time stays)."""
+        self.memory.check_open()
         if self.memory.read_only:
             return list(records)
         renewed: dict[str, MemoryRecord] = {}
@@ -482,7 +511,9 @@ class TdaiStore(BaseStore):
             if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl > 0:
                 renewed[rec.id] = replace(rec, expires_at=expiry_after(float(ttl) * 60))
         if renewed:
-            self.memory._store.put_memories(scope, list(renewed.values()))
+            # Only the expiry changes: the row keeps its text, so its vector (or its place in
+            # the vector upkeep's queue) stays; the write is checked like any other.
+            self.store.put_memories(scope, list(renewed.values()))
         return [renewed.get(rec.id, rec) for rec in records]
 
     # -- search and listing ------------------------------------------------------------------
@@ -497,14 +528,14 @@ class TdaiStore(BaseStore):
         where = MemoryFilter(where=test) if test is not None else None
         namespace = self.template.namespace(scope)
         assert namespace is not None
-        memory = self.memory
-        store = memory._store
+        self.memory.check_open()
+        store = self.store
         scores: dict[int, float | None] = {}
         if op.query is not None and str(op.query).strip():
             wanted = min(op.offset + op.limit, MAX_QUERY_HITS)
             if op.limit == 0 or op.offset >= wanted:
                 return []
-            hits = memory._hits.ranked_memories(scope, op.query, limit=wanted, where=where)
+            hits = self.hits.ranked_memories(scope, op.query, limit=wanted, where=where)
             for hit in hits[op.offset : op.offset + op.limit]:
                 scores[hit.rowid] = hit.score
         else:
@@ -536,7 +567,8 @@ class TdaiStore(BaseStore):
         return out
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        store = self.memory._store
+        self.memory.check_open()
+        store = self.store
         found: set[tuple[str, ...]] = set()
         for scope in store.scopes():
             namespace = self.template.namespace(scope)

@@ -36,7 +36,7 @@ from langchain_tdai_recall._async_api import async_twin, in_thread
 from langchain_tdai_recall._backend import open_backend
 from langchain_tdai_recall._breaker import StoreBreaker
 from langchain_tdai_recall._failure import log_failure
-from langchain_tdai_recall._host import MemoryHost
+from langchain_tdai_recall._host import MemoryHost, StoreHost
 from langchain_tdai_recall._lifecycle import check_flag, check_timeout, shutdown, writer_callbacks
 from langchain_tdai_recall._memory_meta import (
     ExpirySweeper,
@@ -715,7 +715,7 @@ class TdaiMemory:
         """Memories of the scope, oldest first, optionally of one type.
 
         `limit=None` lists all; `offset` skips that many first. Expired memories are left out
-        (a page may then be shorter than `limit` until the sweep deletes them).
+        before paging, so a page is full while unexpired memories remain, swept or not.
         """
         scope = self.scope(user_id, agent_id)
         if type is not None and type not in MEMORY_TYPES:
@@ -1455,7 +1455,9 @@ class TdaiMemory:
                 `"{agent_id}"`; namespaces of another form are refused (`ScopeError`).
             agent_id: The agent of every item when the template has no `"{agent_id}"`.
             index: LangGraph's `IndexConfig`; its `fields` choose the text of a value.
-            ttl: LangGraph's `TTLConfig` (`default_ttl` minutes, `refresh_on_read`).
+            ttl: LangGraph's `TTLConfig` (`default_ttl` minutes, `refresh_on_read`;
+                `sweep_interval_minutes` shortens the memory's background expiry sweep to that
+                interval when `store.expiry_sweep_seconds` is longer).
             memory_type: Type of the memories new items become.
 
         Raises:
@@ -1464,14 +1466,19 @@ class TdaiMemory:
         self._check_open()
         from langchain_tdai_recall.graph_store import TdaiStore  # noqa: PLC0415 - langgraph
 
-        return TdaiStore(
+        graph_store = TdaiStore(
             self,
+            store=self._store,
+            hits=self._hits,
             namespace=namespace,
             agent_id=agent_id,
             index=index,
             ttl=ttl,
             memory_type=memory_type,
         )
+        if graph_store.sweep_seconds is not None and self._sweeper is not None:
+            self._sweeper.sweep_at_least_every(graph_store.sweep_seconds)
+        return graph_store
 
     def import_upstream(
         self,
@@ -1652,5 +1659,8 @@ class TdaiMemory:
 
 _SATISFIES_HOST: type[MemoryHost] = TdaiMemory
 """The facade is the adapters' `MemoryHost` (mypy checks every member)."""
+
+_SATISFIES_STORE_HOST: type[StoreHost] = TdaiMemory
+"""The facade is the LangGraph store's `StoreHost` (mypy checks every member)."""
 _SATISFIES_IMPORT_TARGET: type[ImportTarget] = TdaiMemory
 """And the upstream importer's `ImportTarget` (`upstream.importer`)."""

@@ -175,3 +175,38 @@ def check_jsonl_round_trip(mem: TdaiMemory, other: TdaiMemory) -> None:
     copy = other.get_memory(rec.id)
     assert copy is not None
     assert (copy.metadata, copy.expires_at) == (rec.metadata, rec.expires_at)
+
+
+def check_pages_skip_unswept_expired_memories(mem: TdaiMemory) -> None:
+    """Expired memories the sweep has not deleted yet take no place in a page.
+
+    `list_memories(limit, offset)` and a LangGraph store search without a query return full
+    pages of unexpired memories, and offset paging sees each of them exactly once.
+    """
+    who = {"user_id": "pager"}
+    written = [
+        mem.add_memory(f"Page note number {i}.", expires_at=PAST if i % 2 else None, **who)
+        for i in range(10)
+    ]
+    live = [r.id for r in written[0::2]]
+    expired = [r.id for r in written[1::2]]
+    every = [r.id for r in mem.list_memories(**who)]  # oldest first; equal times by id
+    assert sorted(every) == sorted(live)
+    assert [r.id for r in mem.list_memories(limit=5, **who)] == every
+    paged = [r.id for start in range(5) for r in mem.list_memories(limit=1, offset=start, **who)]
+    assert paged == every
+    assert [r.id for r in mem.list_memories(limit=2, offset=2, **who)] == every[2:4]
+    assert mem.list_memories(limit=5, offset=5, **who) == []
+    store = mem.as_store()
+    newest = store.search(("memories", "pager"), limit=5)
+    assert sorted(item.key for item in newest) == sorted(live)
+    pages = [
+        item.key
+        for start in range(0, 6, 2)
+        for item in store.search(("memories", "pager"), limit=2, offset=start)
+    ]
+    assert sorted(pages) == sorted(live)
+    assert len(pages) == len(set(pages)) == 5
+    # the expired rows are still stored: the pages were full without the sweep's help
+    scope_rows = mem._store.expired_memories("9999", limit=100)
+    assert sorted(i for _, i in scope_rows) == sorted(expired)

@@ -179,7 +179,7 @@ class ScopedStore(BaseMemoryStore):
     def list_memories(
         self, scope: Scope, *, type: MemoryType | None, limit: int | None, offset: int
     ) -> list[MemoryRecord]:
-        """Memories of the scope, oldest first (creation time, then id)."""
+        """Unexpired memories of the scope, oldest first (creation time, then id)."""
         scope_id = self._known(scope)
         if scope_id is None:
             return []

@@ -389,7 +389,10 @@ class BaseMemoryStore(ABC):
     def list_memories(
         self, scope: Scope, *, type: MemoryType | None, limit: int | None, offset: int
     ) -> list[MemoryRecord]:
-        """Memories of the scope, oldest first (creation time, then id)."""
+        """Unexpired memories of the scope, oldest first (creation time, then id).
+
+        Expired ones are left out before `limit`/`offset` apply, so pages are exact.
+        """
 
     @abstractmethod
     def memories_by_ref(self, scope: Scope, refs: Sequence[Ref]) -> dict[Ref, MemoryRecord]:

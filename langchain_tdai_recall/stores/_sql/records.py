@@ -378,10 +378,14 @@ class SqlRecords(SqlVectors, SqlErasure):
         limit: int | None,
         offset: int,
     ) -> list[MemoryRecord]:
-        """Memories of a scope, oldest first (stable order: creation, then id)."""
+        """Unexpired memories of a scope, oldest first (stable order: creation, then id).
+
+        Expired rows are left out in the SQL, before `LIMIT`/`OFFSET`, so a page is full while
+        unexpired memories remain and offset paging sees each of them once, swept or not.
+        """
         d = self.dialect
-        where = "scope_id = ?"
-        params: list[object] = [scope_id]
+        where = f"scope_id = ? AND {self._unexpired()}"
+        params: list[object] = [scope_id, utc_now()]
         if type is not None:
             where += " AND type = ?"
             params.append(type)
@@ -607,6 +611,15 @@ class SqlRecords(SqlVectors, SqlErasure):
         }
 
     # -- expiry (issue 16) --------------------------------------------------------------------
+
+    def _unexpired(self, column: str = "expires_at") -> str:
+        """The condition that a row has not expired at the bound parameter (now, as stored).
+
+        Expiries are UTC ISO texts of one fixed-width form (`normalize_expiry`, milliseconds,
+        `Z`), so byte-wise text order is time order on both databases; the expired side is
+        `expires_at <= now`, as for the sweep and `is_expired`.
+        """
+        return f"({column} IS NULL OR {column}{self.dialect.collate_c} > ?)"
 
     def expired_memories(self, now: str, limit: int) -> list[tuple[Scope, str]]:
         """(scope, id) of up to `limit` memories whose `expires_at` is at or before `now`.

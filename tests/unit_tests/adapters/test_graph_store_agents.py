@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain.tools import ToolRuntime, tool
-from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.testing import FakeToolCallingChatModel, HashEmbeddings
@@ -156,3 +156,28 @@ def test_langmem_tools_write_through_tdai_store_and_recall_injects(mem: TdaiMemo
     assert "Berlin marathon" not in _text(bob.requests[0]).replace(
         "When is my Berlin marathon?", ""
     )
+
+
+def test_langmem_store_manager_writes_memories_that_recall_finds(mem: TdaiMemory) -> None:
+    langmem = _langmem()
+    store = mem.as_store()
+    fact = "Alice prefers aisle seats on long flights."
+    model = FakeToolCallingChatModel(script=[[{"name": "Memory", "args": {"content": fact}}]])
+    manager = langmem.create_memory_store_manager(
+        model, namespace=("memories", "{langgraph_user_id}"), store=store
+    )
+    config: Any = {"configurable": {"langgraph_user_id": "alice"}}
+    turn = [HumanMessage("I always pick an aisle seat on long flights."), AIMessage("Noted.")]
+    (written,) = manager.invoke({"messages": turn}, config)
+    assert written["namespace"] == ("memories", "alice")
+    assert written["value"] == {"kind": "Memory", "content": {"content": fact}}
+    (item,) = store.search(("memories", "alice"))
+    assert item.value == written["value"]  # the value comes back whole
+    # the memory's text is the fact itself (not the value's JSON), so search and recall find it
+    assert [m.content for m in mem.list_memories(user_id="alice")] == [fact]
+    (hit,) = store.search(("memories", "alice"), query="aisle seat")
+    assert hit.key == written["key"]
+    result = mem.recall("Which seat do I like on flights?", user_id="alice")
+    assert result is not None
+    assert fact in (result.prepend_context or "")
+    assert mem.list_memories(user_id="bob") == []

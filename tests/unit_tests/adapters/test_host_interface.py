@@ -15,7 +15,7 @@ import pytest
 
 import langchain_tdai_recall
 from langchain_tdai_recall import TdaiMemory
-from langchain_tdai_recall._host import MemoryHost
+from langchain_tdai_recall._host import MemoryHost, StoreHost
 from langchain_tdai_recall.testing import HashEmbeddings
 from langchain_tdai_recall.types import Scope
 
@@ -38,6 +38,7 @@ _ADAPTERS = (
     "tools/search.py",
     "tools/manage.py",
     "formation/manager.py",
+    "graph_store.py",
 )
 
 
@@ -85,6 +86,29 @@ def test_the_facade_is_the_adapters_host(tmp_path: Path) -> None:
         assert handed == [(turn, Scope("alice"), "s")]
         assert memory.memory_manager() is memory.memory_manager()
     assert not isinstance(object(), MemoryHost)
+
+
+def test_the_facade_is_the_langgraph_stores_host(tmp_path: Path) -> None:
+    with TdaiMemory.open(tmp_path, embeddings=HashEmbeddings(dims=16)) as memory:
+        assert isinstance(memory, StoreHost)
+        store = memory.as_store()
+        assert store.memory is memory
+        assert store.store is memory._store
+    assert not isinstance(object(), StoreHost)
+
+
+def test_the_langgraph_store_reads_no_private_member_of_the_facade() -> None:
+    tree = ast.parse((_PACKAGE / "graph_store.py").read_text(encoding="utf-8"))
+    reached = sorted(
+        f"memory.{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and isinstance(node.value, ast.Attribute | ast.Name)
+        and (node.value.attr if isinstance(node.value, ast.Attribute) else node.value.id)
+        == "memory"
+    )
+    assert reached == []
 
 
 def test_the_old_manage_tool_path_hands_out_the_same_objects() -> None:

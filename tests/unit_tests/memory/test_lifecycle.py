@@ -28,6 +28,10 @@ def test_a_memory_expiring_between_recalls_leaves_every_surface(memory: TdaiMemo
     cases.check_memory_expires_while_cached(memory)
 
 
+def test_pages_skip_unswept_expired_memories(memory: TdaiMemory) -> None:
+    cases.check_pages_skip_unswept_expired_memories(memory)
+
+
 def test_expired_memories_are_swept(memory: TdaiMemory) -> None:
     cases.check_expired_memories_are_swept(memory)
 
