@@ -250,8 +250,13 @@ class RecordBackend(Protocol):
         """Memories of a scope, oldest first (creation time, then id)."""
         ...
 
-    def memory_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MemoryRow]:
-        """Rows of a scope written after `generation`, with their vectors."""
+    def memory_rows_since(
+        self, scope_id: int, generation: int, scope: Scope, *, after: int = 0, limit: int
+    ) -> list[MemoryRow]:
+        """Rows of a scope written after `generation`, with their vectors.
+
+        At most `limit` of them, of references above `after`, by reference.
+        """
         ...
 
     def memories_by_rowid(
@@ -276,8 +281,13 @@ class RecordBackend(Protocol):
         """
         ...
 
-    def message_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MessageRow]:
-        """Messages of a scope written after `generation`, with their vectors."""
+    def message_rows_since(
+        self, scope_id: int, generation: int, scope: Scope, *, after: int = 0, limit: int
+    ) -> list[MessageRow]:
+        """Messages of a scope written after `generation`, with their vectors.
+
+        At most `limit` of them, of references above `after`, by reference.
+        """
         ...
 
     def messages_by_rowid(

@@ -51,6 +51,8 @@ _T = TypeVar("_T")
 PROFILE_HEAD: Final = 512
 """Rows of an L1 index kept in profile order (recall reads at most a few hundred of them)."""
 
+ROW_CHUNK: Final = 10_000
+"""Rows read from the backend per query when an index catches up (a first build reads many)."""
 TRACKED_PRIORITY: Final = 60
 """Memories at or above this priority are listed by `pinned_rows` (the lowest configurable
 `recall.pin_priority`)."""
@@ -76,12 +78,22 @@ class RowSource(Protocol):
         """Row references deleted from a scope's layer after `generation`."""
         ...
 
-    def memory_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MemoryRow]:
-        """L1 rows of a scope written after `generation`, with their vectors, by reference."""
+    def memory_rows_since(
+        self, scope_id: int, generation: int, scope: Scope, *, after: int = 0, limit: int
+    ) -> list[MemoryRow]:
+        """L1 rows of a scope written after `generation`, with their vectors.
+
+        At most `limit` of them, of references above `after`, by reference.
+        """
         ...
 
-    def message_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MessageRow]:
-        """L0 rows of a scope written after `generation`, with their vectors, by reference."""
+    def message_rows_since(
+        self, scope_id: int, generation: int, scope: Scope, *, after: int = 0, limit: int
+    ) -> list[MessageRow]:
+        """L0 rows of a scope written after `generation`, with their vectors.
+
+        At most `limit` of them, of references above `after`, by reference.
+        """
         ...
 
 
@@ -213,12 +225,23 @@ class LayerIndex:
             removed = self._db.tombstones_since(self.scope_id, self.layer, seen)
             if removed:
                 self._remove(removed)
-            rows: list[MemoryRow] | list[MessageRow]
-            if self.layer == "l1":
-                rows = self._db.memory_rows_since(self.scope_id, seen, self._scope)
-            else:
-                rows = self._db.message_rows_since(self.scope_id, seen, self._scope)
-            self._apply(rows)
+            # in chunks: a first build of a large scope never holds every row and its stored
+            # vector at once (their peak is what a process keeps as resident memory)
+            after = 0
+            while True:
+                rows: list[MemoryRow] | list[MessageRow]
+                if self.layer == "l1":
+                    rows = self._db.memory_rows_since(
+                        self.scope_id, seen, self._scope, after=after, limit=ROW_CHUNK
+                    )
+                else:
+                    rows = self._db.message_rows_since(
+                        self.scope_id, seen, self._scope, after=after, limit=ROW_CHUNK
+                    )
+                self._apply(rows)
+                if len(rows) < ROW_CHUNK:
+                    break
+                after = rows[-1].rowid
             self._generation = current
             if seen == 0:
                 logger.info(

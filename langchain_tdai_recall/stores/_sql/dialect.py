@@ -52,8 +52,11 @@ class Dialect:
     """The dimension of the stored vector `vector`."""
     no_limit: int | None = -1
     """The `LIMIT` parameter that means no limit."""
-    memory_columns: str = ", ".join(MEMORY_COLUMNS)
-    """`records.MEMORY_COLUMNS` as a select list (`memory_from_row` reads it)."""
+    memory_columns: str = ", ".join(
+        "NULLIF(metadata, '{}')" if c == "metadata" else c for c in MEMORY_COLUMNS
+    )
+    """`records.MEMORY_COLUMNS` as a select list (`memory_from_row` reads it); empty metadata is
+    read as NULL, so reading many rows makes no string for it."""
     _cache: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def sql(self, template: str) -> str:

@@ -395,10 +395,21 @@ class SqlRecords(SqlVectors, SqlErasure):
             rows = conn.execute(self._memory_select(where), params).fetchall()
         return [memory_from_row(r, scope) for r in rows]
 
-    def memory_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MemoryRow]:
-        """Rows of a scope written after `generation`, with their vectors."""
+    def memory_rows_since(
+        self, scope_id: int, generation: int, scope: Scope, *, after: int = 0, limit: int
+    ) -> list[MemoryRow]:
+        """Rows of a scope written after `generation`, with their vectors.
+
+        At most `limit` of them, of references above `after`, by reference.
+        """
         return self._memory_rows(
-            "read memories to index", "generation > ? ORDER BY rowid", scope, scope_id, generation
+            "read memories to index",
+            "generation > ? AND rowid > ? ORDER BY rowid LIMIT ?",
+            scope,
+            scope_id,
+            generation,
+            after,
+            limit,
         )
 
     def _memory_rows(
@@ -472,10 +483,21 @@ class SqlRecords(SqlVectors, SqlErasure):
                 self._execute_many(conn, self.dialect.sql(_INSERT_MESSAGE), params)
         return len(params)
 
-    def message_rows_since(self, scope_id: int, generation: int, scope: Scope) -> list[MessageRow]:
-        """Messages of a scope written after `generation`, with their vectors."""
+    def message_rows_since(
+        self, scope_id: int, generation: int, scope: Scope, *, after: int = 0, limit: int
+    ) -> list[MessageRow]:
+        """Messages of a scope written after `generation`, with their vectors.
+
+        At most `limit` of them, of references above `after`, by reference.
+        """
         return self._message_rows(
-            "read messages to index", "generation > ? ORDER BY rowid", scope, scope_id, generation
+            "read messages to index",
+            "generation > ? AND rowid > ? ORDER BY rowid LIMIT ?",
+            scope,
+            scope_id,
+            generation,
+            after,
+            limit,
         )
 
     def _message_rows(

@@ -28,7 +28,6 @@ from langchain_tdai_recall.stores._sql.records import SqlRecords, agent_key
 from langchain_tdai_recall.stores.local._connection import SqliteConnection
 from langchain_tdai_recall.stores.local._schema import CONTEXT_SCHEMA, DB_FILENAME
 from langchain_tdai_recall.stores.records import (
-    MEMORY_COLUMNS,
     MESSAGE_COLUMNS,
     Layer,
     MemoryRow,
@@ -52,7 +51,7 @@ __all__ = [
 SQLITE: Final = Dialect(prefix="", mark="?")
 """The statements shared with PostgreSQL, as SQLite reads them."""
 
-_MEMORY_COLS: Final = ", ".join(MEMORY_COLUMNS)
+_MEMORY_COLS: Final = SQLITE.memory_columns
 _MESSAGE_COLS: Final = ", ".join(MESSAGE_COLUMNS)
 _EMBEDDED_TEXT: Final[dict[Layer, str]] = {
     "l1": "content",

@@ -46,7 +46,10 @@ from langchain_tdai_recall.types import MemoryRecord, MessageRecord, Scope
 
 __all__ = ["POSTGRES", "PostgresRecords", "pg_text"]
 
-_MEMORY_COLS: Final = ", ".join(f'"{c}"' if c == "timestamp" else c for c in MEMORY_COLUMNS)
+_MEMORY_COLS: Final = ", ".join(
+    {"timestamp": '"timestamp"', "metadata": "NULLIF(metadata, '{}')"}.get(c, c)
+    for c in MEMORY_COLUMNS
+)
 """`timestamp` is a type name in PostgreSQL: quoted."""
 _MESSAGE_COLS: Final = ", ".join(MESSAGE_COLUMNS)
 _EMBEDDED_TEXT: Final[dict[Layer, str]] = {
