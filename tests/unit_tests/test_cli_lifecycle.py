@@ -281,3 +281,21 @@ def test_import_jsonl_keeps_permanent_memories_permanent_under_a_default_ttl(
     assert restored[forever.id] is None
     assert restored[until.id] == "2099-01-01T00:00:00.000Z"
     assert restored["bare"] is not None
+
+
+def test_stats_leaves_out_expired_memories_before_the_sweep(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`tdai-recall stats` counts the memories `list` shows, not the expired rows the
+    background sweep has yet to delete."""
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
+        assert memory._sweeper is not None
+        memory._sweeper.stop()  # the expired row stays in the database, as between sweeps
+        memory.add_memory("still valid", user_id="u")
+        memory.add_memory("expired", user_id="u", expires_at="2001-01-01T00:00:00Z")
+        assert len(memory._store.expired_memories("9999", limit=10)) == 1
+    code, out, _ = run(capsys, *_store(tmp_path), "--json", "stats", "--user", "u")
+    assert code == 0
+    stats = json.loads(out)
+    assert stats["memories"] == 1
+    assert [s["memories"] for s in stats["scopes"]] == [1]
