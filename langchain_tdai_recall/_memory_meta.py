@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
 from langchain_tdai_recall.stores._index.extras import MemoryFilter, epoch
+from langchain_tdai_recall.types import MemoryRecord
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.stores.base import BaseMemoryStore
-    from langchain_tdai_recall.types import MemoryRecord
 
 __all__ = [
     "MAX_METADATA_BYTES",
@@ -40,6 +40,7 @@ __all__ = [
     "iso_utc",
     "memory_filter",
     "normalize_expiry",
+    "states_expiry",
     "time_bound",
     "with_expiry",
 ]
@@ -198,12 +199,28 @@ def is_expired(record: MemoryRecord, now: float | None = None) -> bool:
     return moment is not None and moment <= (time.time() if now is None else now)
 
 
-def with_expiry(records: Sequence[MemoryRecord], ttl: float | None) -> list[MemoryRecord]:
-    """The records, those without an `expires_at` expiring `ttl` seconds from now."""
+def with_expiry(
+    records: Sequence[MemoryRecord], ttl: float | None, stated: Sequence[bool]
+) -> list[MemoryRecord]:
+    """The records, those whose expiry was not `stated` expiring `ttl` seconds from now.
+
+    A record that stated its expiry keeps it, `None` (never) included: a restored or copied
+    memory without an expiry stays permanent.
+    """
     if ttl is None:
         return list(records)
     expiry = expiry_after(ttl)
-    return [r if r.expires_at is not None else replace(r, expires_at=expiry) for r in records]
+    pairs = zip(records, stated, strict=True)
+    return [r if said else replace(r, expires_at=expiry) for r, said in pairs]
+
+
+def states_expiry(data: object) -> bool:
+    """Whether a record given to `add_memories` says when it expires (`None`: never).
+
+    A `MemoryRecord` always does (it is a whole record, e.g. one read from another store); a
+    mapping does when it has an `expires_at` key, `null` included (an exported line).
+    """
+    return isinstance(data, MemoryRecord) or (isinstance(data, Mapping) and "expires_at" in data)
 
 
 def time_bound(field: str, value: object) -> float | None:

@@ -335,8 +335,10 @@ class StoreConfig(_ConfigModel):
     default_ttl_seconds: float | None = Field(default=None, gt=0, le=100 * 366 * 86_400)
     """Time to live (seconds) of a memory written by `add_memory` / `add_memories` without
     `expires_at` or `ttl`, counted from that write (an update renews it). `null` (the default):
-    memories never expire. JSONL imports keep the expiry each line carries (lines without one
-    get this default); memories formed from conversations do not get it."""
+    memories never expire. It fills only an expiry nobody stated: a JSONL import keeps the
+    `expires_at` each line carries, `null` (never) included (a line without the field gets this
+    default), and so does a `MemoryRecord` passed to `add_memories`; memories formed from
+    conversations do not get it."""
     expiry_sweep_seconds: float = Field(default=60.0, ge=1.0, le=86_400.0)
     """How often the background sweep deletes expired memories (a bounded batch per pass; it
     also runs when the store opens). Expired memories are hidden from every read at once,

@@ -483,9 +483,10 @@ class TdaiStore(BaseStore):
             "id": key,
             "content": text,
             "metadata": metadata,
-            "expires_at": expiry_after(ttl * 60) if ttl is not None else None,
             "type": self.memory_type,
         }
+        if ttl is not None:  # else no `expires_at` key: the memory's `default_ttl_seconds` applies
+            record["expires_at"] = expiry_after(ttl * 60)
         if existing is not None:  # an update keeps what the memory knew besides its text
             record.update(
                 type=existing.type,

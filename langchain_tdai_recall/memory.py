@@ -43,6 +43,7 @@ from langchain_tdai_recall._memory_meta import (
     check_ttl,
     is_expired,
     memory_filter,
+    states_expiry,
     with_expiry,
 )
 from langchain_tdai_recall._records import (
@@ -624,8 +625,9 @@ class TdaiMemory:
             "session_key": session_key,
             "source_message_ids": source_message_ids,
             "metadata": metadata,
-            "expires_at": expires_at,
         }
+        if expires_at is not None:  # else unstated: `ttl` or the store's default applies
+            record["expires_at"] = expires_at
         return self.add_memories([record], user_id=user_id, agent_id=agent_id, ttl=ttl)[0]
 
     def add_memories(
@@ -648,8 +650,10 @@ class TdaiMemory:
         keyword-searchable when this returns; vectors follow in the background (`flush()` or
         `reindex()` wait for them).
 
-        A record's `metadata` and `expires_at` are kept; `ttl` (seconds or a `timedelta`)
-        gives the records without an `expires_at` one, else `store.default_ttl_seconds` does.
+        A record's `metadata` and `expires_at` are kept, `None` (never expires) included:
+        `ttl` (seconds or a `timedelta`), else `store.default_ttl_seconds`, gives an expiry
+        only to the records that do not state one, i.e. mappings without an `expires_at` key.
+        A `MemoryRecord` (e.g. read from another store) and an exported JSONL line keep theirs.
         """
         scope = self.scope(user_id, agent_id)
         check_flag("show_progress", show_progress, optional=True)
@@ -663,7 +667,9 @@ class TdaiMemory:
         if not prepared:
             return []
         prepared = with_expiry(
-            prepared, seconds if seconds is not None else self.config.store.default_ttl_seconds
+            prepared,
+            seconds if seconds is not None else self.config.store.default_ttl_seconds,
+            [states_expiry(r) for r in cast("list[object]", given)],
         )
         # exact duplicates (memory formation): records without an id never pile up
         dedupe = [not _has_explicit_id(r) for r in cast("list[object]", given)]

@@ -364,7 +364,7 @@ class ScopeStats:
     agent_id: str | None
     """Agent, or `None` for the user's shared memory."""
     memories: int
-    """L1 memories."""
+    """L1 memories that have not expired (what `list_memories` returns, swept or not)."""
     messages: int
     """L0 messages."""
     scenes: int
@@ -386,7 +386,7 @@ class StoreStats:
     tokenizer: str
     """Identity of the keyword tokeniser."""
     memories: int
-    """L1 memories in the selected scopes."""
+    """Unexpired L1 memories in the selected scopes."""
     messages: int
     """L0 messages in the selected scopes."""
     scenes: int

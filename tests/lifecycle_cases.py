@@ -82,12 +82,36 @@ def check_expired_memories_are_swept(mem: TdaiMemory) -> None:
     future = mem.add_memory("The user's cat is called Tom.", ttl=3600)
     for i in range(3):
         mem.add_memory(f"Temporary note number {i} about the dog.", expires_at=PAST)
-    assert mem.stats().memories == 5
+    assert mem.stats().memories == 2  # expired memories are not counted, swept or not
     assert mem.sweep_expired() == 3
     assert mem.stats().memories == 2
     assert {r.id for r in mem.list_memories()} == {live.id, future.id}
     assert mem.sweep_expired() == 0
     assert {h.id for h in mem.search_memories("dog note", min_score=0)} <= {live.id, future.id}
+
+
+def check_stats_count_only_unexpired(mem: TdaiMemory) -> None:
+    """`stats()` (every scope, one scope, and each scope's line) counts what reads return:
+    memories that expired are left out before the sweep deletes them."""
+    who = {"user_id": "counted"}
+    live = mem.add_memory("Counted: still valid.", **who)
+    mem.add_memory("Counted: expired already.", expires_at=PAST, **who)
+    mem.add_memory("Counted: also expired.", expires_at=PAST, user_id="counted", agent_id="bot")
+    assert [r.id for r in mem.list_memories(**who)] == [live.id]
+    one = mem.stats(**who)
+    assert one.memories == 1
+    assert [(s.user_id, s.memories) for s in one.scopes] == [("counted", 1)]
+    everything = mem.stats()
+    assert everything.memories == len(mem.list_memories(**who)) + sum(
+        len(mem.list_memories(user_id=s.user_id, agent_id=s.agent_id))
+        for s in everything.scopes
+        if s.user_id != "counted"
+    )
+    counted = {s.agent_id: s.memories for s in everything.scopes if s.user_id == "counted"}
+    assert counted.get(None) == 1
+    assert counted.get("bot", 0) == 0
+    assert mem.sweep_expired() >= 2
+    assert mem.stats(**who).memories == 1
 
 
 def check_ttl_and_default_ttl(mem: TdaiMemory) -> None:

@@ -125,12 +125,12 @@ class ScopedStore(BaseMemoryStore):
         return [scope for _, scope in self.records.scopes()]
 
     def scope_stats(self, scope: Scope) -> ScopeStats:
-        """Counts of one scope."""
+        """Counts of one scope (memories: the unexpired ones, whether swept or not)."""
         scope_id = self._known(scope)
         return ScopeStats(
             user_id=scope.user_id,
             agent_id=scope.agent_id,
-            memories=0 if scope_id is None else self.records.count("l1", scope_id),
+            memories=0 if scope_id is None else self.records.count_unexpired_memories(scope_id),
             messages=0 if scope_id is None else self.records.count("l0", scope_id),
             scenes=self.documents.count_scenes(scope),
             has_persona=self.documents.get_persona(scope) is not None,

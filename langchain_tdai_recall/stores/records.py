@@ -364,6 +364,10 @@ class RecordBackend(Protocol):
         """(scope, id) of up to `limit` memories whose `expires_at` is at or before `now`."""
         ...
 
+    def count_unexpired_memories(self, scope_id: int) -> int:
+        """Memories of a scope that have not expired now (what reads return, swept or not)."""
+        ...
+
     # -- erasure (issue 16) -------------------------------------------------------------------
 
     def delete_scope_rows(self, scope_id: int) -> dict[str, int]:

@@ -255,3 +255,47 @@ def test_messages_export_without_a_scope_exports_every_scope(
             "a-bot",
         ]
         assert len(memory.list_messages(user_id="u")) == 3
+
+
+def test_import_jsonl_keeps_permanent_memories_permanent_under_a_default_ttl(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """An exported `"expires_at": null` means "never expires": restoring the file into a store
+    with `store.default_ttl_seconds` keeps it so (and keeps explicit expiries); only a line
+    that says nothing about expiry gets the default."""
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
+        forever = memory.add_memory("likes tea forever", user_id="u")
+        until = memory.add_memory("on leave", user_id="u", expires_at="2099-01-01T00:00:00Z")
+    backup = tmp_path / "backup.jsonl"
+    code, _, _ = run(capsys, *_store(tmp_path), "export", "-o", str(backup))
+    assert code == 0
+    with backup.open("a", encoding="utf-8") as out:
+        out.write('{"kind":"memory","id":"bare","content":"a line without expiry","user_id":"u"}\n')
+    config = tmp_path / "ttl.json"
+    config.write_text(json.dumps({"store": {"default_ttl_seconds": 60}}), encoding="utf-8")
+    copy = ["--store", str(tmp_path / "copy"), "--embeddings", "hash", "--config", str(config)]
+    code, out, _ = run(capsys, *copy, "import-jsonl", str(backup))
+    assert code == 0, out
+    with TdaiMemory.open(tmp_path / "copy", embeddings=HashEmbeddings()) as memory:
+        restored = {r.id: r.expires_at for r in memory.list_memories(user_id="u")}
+    assert restored[forever.id] is None
+    assert restored[until.id] == "2099-01-01T00:00:00.000Z"
+    assert restored["bare"] is not None
+
+
+def test_stats_leaves_out_expired_memories_before_the_sweep(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`tdai-recall stats` counts the memories `list` shows, not the expired rows the
+    background sweep has yet to delete."""
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
+        assert memory._sweeper is not None
+        memory._sweeper.stop()  # the expired row stays in the database, as between sweeps
+        memory.add_memory("still valid", user_id="u")
+        memory.add_memory("expired", user_id="u", expires_at="2001-01-01T00:00:00Z")
+        assert len(memory._store.expired_memories("9999", limit=10)) == 1
+    code, out, _ = run(capsys, *_store(tmp_path), "--json", "stats", "--user", "u")
+    assert code == 0
+    stats = json.loads(out)
+    assert stats["memories"] == 1
+    assert [s["memories"] for s in stats["scopes"]] == [1]

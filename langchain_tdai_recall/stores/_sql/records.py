@@ -643,6 +643,17 @@ class SqlRecords(SqlVectors, SqlErasure):
         """
         return f"({column} IS NULL OR {column}{self.dialect.collate_c} > ?)"
 
+    def count_unexpired_memories(self, scope_id: int) -> int:
+        """Memories of a scope that have not expired now (what reads return, swept or not)."""
+        with self._reading("count memories") as conn:
+            row = conn.execute(
+                self.dialect.sql(
+                    f"SELECT COUNT(*) FROM {{p}}memories WHERE scope_id = ? AND {self._unexpired()}"
+                ),
+                (scope_id, utc_now()),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
     def expired_memories(self, now: str, limit: int) -> list[tuple[Scope, str]]:
         """(scope, id) of up to `limit` memories whose `expires_at` is at or before `now`.
 

@@ -38,6 +38,10 @@ def test_expired_memories_are_swept(memory: TdaiMemory) -> None:
     cases.check_expired_memories_are_swept(memory)
 
 
+def test_stats_count_only_unexpired_memories(memory: TdaiMemory) -> None:
+    cases.check_stats_count_only_unexpired(memory)
+
+
 def test_ttl_sets_the_expiry(memory: TdaiMemory) -> None:
     cases.check_ttl_and_default_ttl(memory)
 

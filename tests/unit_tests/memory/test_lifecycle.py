@@ -36,6 +36,10 @@ def test_expired_memories_are_swept(memory: TdaiMemory) -> None:
     cases.check_expired_memories_are_swept(memory)
 
 
+def test_stats_count_only_unexpired_memories(memory: TdaiMemory) -> None:
+    cases.check_stats_count_only_unexpired(memory)
+
+
 def test_ttl_sets_the_expiry(memory: TdaiMemory) -> None:
     cases.check_ttl_and_default_ttl(memory)
 
@@ -60,6 +64,29 @@ def test_default_ttl_applies_to_writes_without_an_expiry() -> None:
         kept = mem.add_memory("Fixed.", expires_at="2099-01-01T00:00:00Z")
         assert rec.expires_at is not None and rec.expires_at > rec.updated_at
         assert kept.expires_at == "2099-01-01T00:00:00.000Z"
+
+
+def test_default_ttl_spares_records_that_say_they_never_expire() -> None:
+    """The default TTL (and a call's `ttl`) only fill an expiry nobody stated: a mapping with
+    `"expires_at": None` and a `MemoryRecord` copied from another store stay permanent."""
+    with TdaiMemory.open(None, embeddings=None) as source:
+        permanent = source.add_memory("Copied from a store without TTL.")
+    config = {"store": {"default_ttl_seconds": 60}}
+    with TdaiMemory.open(None, embeddings=None, config=config) as mem:
+        defaulted = mem.add_memory("Said nothing about expiry.")
+        assert defaulted.expires_at is not None
+        written = mem.add_memories(
+            [
+                {"id": "never", "content": "Restored without expiry.", "expires_at": None},
+                {"id": "unsaid", "content": "Restored, expiry unsaid."},
+                permanent,
+            ]
+        )
+        assert [r.expires_at is None for r in written] == [True, False, True]
+        (given,) = mem.add_memories([{"content": "Never, despite ttl.", "expires_at": None}], ttl=5)
+        assert given.expires_at is None
+        assert mem.get_memory("never") is not None
+        assert mem.get_memory(permanent.id) is not None
 
 
 def test_the_background_sweep_runs_at_open(tmp_path: Path) -> None:
