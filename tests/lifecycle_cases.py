@@ -110,7 +110,9 @@ def check_stats_count_only_unexpired(mem: TdaiMemory) -> None:
     counted = {s.agent_id: s.memories for s in everything.scopes if s.user_id == "counted"}
     assert counted.get(None) == 1
     assert counted.get("bot", 0) == 0
-    assert mem.sweep_expired() >= 2
+    # the background sweep may have deleted them already; either way none is left after this
+    mem.sweep_expired()
+    assert mem.sweep_expired() == 0
     assert mem.stats(**who).memories == 1
 
 
