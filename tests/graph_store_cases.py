@@ -15,6 +15,7 @@ from langgraph.store.base import GetOp, PutOp, SearchOp
 
 from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.errors import ConfigError, ScopeError
+from tests.lifecycle_cases import sweep_all
 
 ALICE = ("memories", "alice")
 BOB = ("memories", "bob")
@@ -199,7 +200,7 @@ def check_ttl_expiry_and_refresh(mem: TdaiMemory) -> None:
     assert store.get(ALICE, "short", refresh_ttl=False) is None
     assert [h.key for h in store.search(ALICE, query="parking note")] == ["kept"]
     assert [h.key for h in store.search(ALICE)] == ["kept"]
-    assert mem.sweep_expired() == 1
+    sweep_all(mem)
 
     store.put(ALICE, "renewed", {"content": "Renewed zeppelin reminder."}, ttl=2.0 / 60)
     written = store.get(ALICE, "renewed", refresh_ttl=False)

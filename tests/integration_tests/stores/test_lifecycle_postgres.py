@@ -71,7 +71,7 @@ def test_an_old_store_gains_the_columns(postgres_url: str) -> None:
         got = mem.get_memory(old.id)
         assert got is not None and (got.metadata, got.expires_at) == ({}, None)
         mem.add_memory("Gone.", metadata={"a": 1}, expires_at=cases.PAST)
-        assert mem.sweep_expired() == 1
+        cases.sweep_all(mem)
         assert [r.id for r in mem.list_memories()] == [old.id]
 
 
