@@ -206,6 +206,10 @@ class RecordBackend(Protocol):
         """Rows in a layer, for one scope or all."""
         ...
 
+    def rowids_since(self, scope_id: int, layer: Layer, generation: int) -> list[int]:
+        """Row ids of a scope's layer written after `generation`, ascending."""
+        ...
+
     def tombstones_since(self, scope_id: int, layer: Layer, generation: int) -> list[int]:
         """Row references deleted from a scope's layer after `generation`."""
         ...
@@ -251,11 +255,11 @@ class RecordBackend(Protocol):
         ...
 
     def memory_rows_since(
-        self, scope_id: int, generation: int, scope: Scope, *, after: int = 0, limit: int
+        self, scope_id: int, generation: int, scope: Scope, *, after: int, upto: int
     ) -> list[MemoryRow]:
         """Rows of a scope written after `generation`, with their vectors.
 
-        At most `limit` of them, of references above `after`, by reference.
+        Those of references above `after` and up to `upto`, by reference.
         """
         ...
 
@@ -282,11 +286,11 @@ class RecordBackend(Protocol):
         ...
 
     def message_rows_since(
-        self, scope_id: int, generation: int, scope: Scope, *, after: int = 0, limit: int
+        self, scope_id: int, generation: int, scope: Scope, *, after: int, upto: int
     ) -> list[MessageRow]:
         """Messages of a scope written after `generation`, with their vectors.
 
-        At most `limit` of them, of references above `after`, by reference.
+        Those of references above `after` and up to `upto`, by reference.
         """
         ...
 

@@ -74,25 +74,29 @@ class RowSource(Protocol):
         """Rows of a scope's layer (a restored index is checked against it)."""
         ...
 
+    def rowids_since(self, scope_id: int, layer: Layer, generation: int) -> list[int]:
+        """Row ids of a scope's layer written after `generation`, ascending."""
+        ...
+
     def tombstones_since(self, scope_id: int, layer: Layer, generation: int) -> list[int]:
         """Row references deleted from a scope's layer after `generation`."""
         ...
 
     def memory_rows_since(
-        self, scope_id: int, generation: int, scope: Scope, *, after: int = 0, limit: int
+        self, scope_id: int, generation: int, scope: Scope, *, after: int, upto: int
     ) -> list[MemoryRow]:
         """L1 rows of a scope written after `generation`, with their vectors.
 
-        At most `limit` of them, of references above `after`, by reference.
+        Those of references above `after` and up to `upto`, by reference.
         """
         ...
 
     def message_rows_since(
-        self, scope_id: int, generation: int, scope: Scope, *, after: int = 0, limit: int
+        self, scope_id: int, generation: int, scope: Scope, *, after: int, upto: int
     ) -> list[MessageRow]:
         """L0 rows of a scope written after `generation`, with their vectors.
 
-        At most `limit` of them, of references above `after`, by reference.
+        Those of references above `after` and up to `upto`, by reference.
         """
         ...
 
@@ -225,23 +229,23 @@ class LayerIndex:
             removed = self._db.tombstones_since(self.scope_id, self.layer, seen)
             if removed:
                 self._remove(removed)
-            # in chunks: a first build of a large scope never holds every row and its stored
-            # vector at once (their peak is what a process keeps as resident memory)
-            after = 0
-            while True:
+            # in chunks of row ids: a first build of a large scope never holds every row and its
+            # stored vector at once (their peak is what a process keeps as resident memory), and
+            # each chunk reads only its own rows
+            rowids = self._db.rowids_since(self.scope_id, self.layer, seen)
+            for start in range(0, len(rowids), ROW_CHUNK):
+                after = rowids[start - 1] if start else -1
+                upto = rowids[min(start + ROW_CHUNK, len(rowids)) - 1]
                 rows: list[MemoryRow] | list[MessageRow]
                 if self.layer == "l1":
                     rows = self._db.memory_rows_since(
-                        self.scope_id, seen, self._scope, after=after, limit=ROW_CHUNK
+                        self.scope_id, seen, self._scope, after=after, upto=upto
                     )
                 else:
                     rows = self._db.message_rows_since(
-                        self.scope_id, seen, self._scope, after=after, limit=ROW_CHUNK
+                        self.scope_id, seen, self._scope, after=after, upto=upto
                     )
                 self._apply(rows)
-                if len(rows) < ROW_CHUNK:
-                    break
-                after = rows[-1].rowid
             self._generation = current
             if seen == 0:
                 logger.info(

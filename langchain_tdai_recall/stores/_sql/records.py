@@ -183,6 +183,17 @@ class SqlRecords(SqlVectors, SqlErasure):
             ).fetchall()
         return [int(r[0]) for r in rows]
 
+    def rowids_since(self, scope_id: int, layer: Layer, generation: int) -> list[int]:
+        """Row ids of a scope's layer written after `generation`, ascending (from the index)."""
+        with self._reading("list rows to index") as conn:
+            rows = conn.execute(
+                self.dialect.sql(
+                    f"SELECT rowid FROM {self._table(layer)} WHERE scope_id = ? AND generation > ?"
+                ),
+                (scope_id, generation),
+            ).fetchall()
+        return sorted(int(r[0]) for r in rows)
+
     # -- L1 memories: rows inside a caller's transaction --------------------------------------
 
     def find_duplicate(self, conn: Any, scope_id: int, rec: MemoryRecord) -> MemoryRecord | None:
@@ -396,20 +407,20 @@ class SqlRecords(SqlVectors, SqlErasure):
         return [memory_from_row(r, scope) for r in rows]
 
     def memory_rows_since(
-        self, scope_id: int, generation: int, scope: Scope, *, after: int = 0, limit: int
+        self, scope_id: int, generation: int, scope: Scope, *, after: int, upto: int
     ) -> list[MemoryRow]:
         """Rows of a scope written after `generation`, with their vectors.
 
-        At most `limit` of them, of references above `after`, by reference.
+        Those of references above `after` and up to `upto`, by reference.
         """
         return self._memory_rows(
             "read memories to index",
-            "generation > ? AND rowid > ? ORDER BY rowid LIMIT ?",
+            "generation > ? AND rowid > ? AND rowid <= ? ORDER BY rowid",
             scope,
             scope_id,
             generation,
             after,
-            limit,
+            upto,
         )
 
     def _memory_rows(
@@ -484,20 +495,20 @@ class SqlRecords(SqlVectors, SqlErasure):
         return len(params)
 
     def message_rows_since(
-        self, scope_id: int, generation: int, scope: Scope, *, after: int = 0, limit: int
+        self, scope_id: int, generation: int, scope: Scope, *, after: int, upto: int
     ) -> list[MessageRow]:
         """Messages of a scope written after `generation`, with their vectors.
 
-        At most `limit` of them, of references above `after`, by reference.
+        Those of references above `after` and up to `upto`, by reference.
         """
         return self._message_rows(
             "read messages to index",
-            "generation > ? AND rowid > ? ORDER BY rowid LIMIT ?",
+            "generation > ? AND rowid > ? AND rowid <= ? ORDER BY rowid",
             scope,
             scope_id,
             generation,
             after,
-            limit,
+            upto,
         )
 
     def _message_rows(

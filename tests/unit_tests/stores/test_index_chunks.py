@@ -21,13 +21,13 @@ def test_a_first_build_and_a_catch_up_read_bounded_chunks_and_miss_no_row(
     memory_rows = SqlRecords.memory_rows_since
     message_rows = SqlRecords.message_rows_since
 
-    def spy_memories(self, scope_id, generation, scope, *, after=0, limit):  # type: ignore[no-untyped-def]
-        rows = memory_rows(self, scope_id, generation, scope, after=after, limit=limit)
+    def spy_memories(self, scope_id, generation, scope, *, after, upto):  # type: ignore[no-untyped-def]
+        rows = memory_rows(self, scope_id, generation, scope, after=after, upto=upto)
         sizes.append(("l1", len(rows)))
         return rows
 
-    def spy_messages(self, scope_id, generation, scope, *, after=0, limit):  # type: ignore[no-untyped-def]
-        rows = message_rows(self, scope_id, generation, scope, after=after, limit=limit)
+    def spy_messages(self, scope_id, generation, scope, *, after, upto):  # type: ignore[no-untyped-def]
+        rows = message_rows(self, scope_id, generation, scope, after=after, upto=upto)
         sizes.append(("l0", len(rows)))
         return rows
 
