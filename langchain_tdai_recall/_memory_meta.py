@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
 from langchain_tdai_recall.stores._index.extras import MemoryFilter, epoch
-from langchain_tdai_recall.types import MemoryRecord
+from langchain_tdai_recall.types import MemoryRecord, iso_utc
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.stores.base import BaseMemoryStore
@@ -122,14 +122,6 @@ def check_metadata(value: object, *, field: str = "metadata") -> dict[str, Any]:
         raise ConfigError(msg)
     copy: dict[str, Any] = json.loads(text)
     return copy
-
-
-def iso_utc(moment: dt.datetime) -> str:
-    """A moment as UTC ISO-8601 with milliseconds and `Z` (a naive one is taken as UTC)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    utc = moment.astimezone(dt.UTC)
-    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def normalize_expiry(value: object, *, field: str = "expires_at") -> str | None:
@@ -305,7 +297,7 @@ class ExpirySweeper:
 
     def sweep(self) -> int:
         """One pass now, on the caller's thread; returns how many memories were deleted."""
-        now = iso_utc(dt.datetime.now(dt.UTC))
+        now = iso_utc()
         deleted = self._store.sweep_expired(now, limit=SWEEP_BATCH)
         self.swept += deleted
         if deleted:

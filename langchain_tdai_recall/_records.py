@@ -29,7 +29,7 @@ from typing import Any, Final, cast
 from langchain_tdai_recall._memory_meta import check_metadata, normalize_expiry
 from langchain_tdai_recall.errors import ConfigError, ScopeError
 from langchain_tdai_recall.text.clean import content_text, strip_injected_blocks
-from langchain_tdai_recall.types import MEMORY_TYPES, MemoryRecord, MessageRecord, Scope
+from langchain_tdai_recall.types import MEMORY_TYPES, MemoryRecord, MessageRecord, Scope, iso_utc
 
 __all__ = [
     "MAX_ID_CHARS",
@@ -71,7 +71,7 @@ _MAX_EPOCH_MS: Final = 253_402_300_799_999
 
 def now_iso() -> str:
     """The current UTC time as ISO-8601 with milliseconds and `Z`."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_utc()
 
 
 def clean_text(text: str) -> str:
@@ -290,7 +290,7 @@ def normalize_instant(field: str, value: object, *, default: str) -> str:
             )
             raise ConfigError(msg)
         moment = dt.datetime.fromtimestamp(value / 1000, dt.UTC)
-        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return iso_utc(moment)
     if isinstance(value, str):
         text = value.strip()
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,20 @@ __all__ = [
     "StoreStats",
     "Strategy",
 ]
+
+
+def iso_utc(moment: dt.datetime | None = None) -> str:
+    """A moment (default: now) as every store writes times.
+
+    UTC ISO-8601 with milliseconds and `Z`, so stored times compare correctly as text. A naive
+    moment is taken as UTC.
+    """
+    if moment is None:
+        moment = dt.datetime.now(dt.UTC)
+    elif moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
 
 MemoryType: TypeAlias = Literal["persona", "episodic", "instruction"]
 """Kind of an L1 memory.

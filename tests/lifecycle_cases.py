@@ -15,7 +15,7 @@ import pytest
 
 from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.types import RecallResult
+from langchain_tdai_recall.types import RecallResult, iso_utc
 
 PAST = "2001-01-01T00:00:00Z"
 
@@ -27,7 +27,7 @@ def sweep_all(mem: TdaiMemory) -> None:
     count an explicit sweep returns is not asserted; what is left afterwards is.
     """
     mem.sweep_expired()
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    now = iso_utc()
     assert mem._store.expired_memories(now, limit=100) == []
 
 

@@ -29,7 +29,6 @@ then applies it in one transaction with the cursor move (`store._formation.commi
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -59,7 +58,7 @@ from langchain_tdai_recall.recall.search import EMBEDDING_WEIGHT, Searcher
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.text.fingerprint import content_fingerprint
 from langchain_tdai_recall.text.tokenize import Query
-from langchain_tdai_recall.types import Change, MemoryRecord, Scope, Strategy
+from langchain_tdai_recall.types import Change, MemoryRecord, Scope, Strategy, iso_utc
 
 __all__ = ["DECISIONS", "Consolidator", "Plan", "PlannedWrite", "relevance"]
 
@@ -161,7 +160,7 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_utc()
 
 
 class Consolidator:

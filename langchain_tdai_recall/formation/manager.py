@@ -25,7 +25,6 @@ vector upkeep embeds the rows afterwards. Answers the model should read are `Too
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import queue
 import threading
@@ -40,7 +39,7 @@ from langchain_tdai_recall.formation.consolidation import Consolidator, Plan
 from langchain_tdai_recall.formation.extraction import NewMemory, steering_cap, steers
 from langchain_tdai_recall.formation.prompts import detect_language
 from langchain_tdai_recall.stores.formation import Upsert
-from langchain_tdai_recall.types import Change, MemoryRecord, MemoryType, Scope
+from langchain_tdai_recall.types import Change, MemoryRecord, MemoryType, Scope, iso_utc
 
 if TYPE_CHECKING:
     from langchain_tdai_recall.config import TdaiConfig
@@ -57,7 +56,7 @@ ToolOutput = tuple[str, dict[str, Any]]
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_utc()
 
 
 class MemoryManager:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any, Final
 
-from langchain_tdai_recall.types import MemoryType
+from langchain_tdai_recall.types import MemoryType, iso_utc
 from langchain_tdai_recall.upstream.items import DEFAULT_PRIORITY, UpstreamMemory, UpstreamMessage
 
 __all__ = [
@@ -149,7 +149,7 @@ def epoch_ms_to_iso(value: object) -> str:
         moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
     except (OverflowError, OSError, ValueError):
         return ""
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_utc(moment)
 
 
 def derived_id(prefix: str, *parts: str) -> str:

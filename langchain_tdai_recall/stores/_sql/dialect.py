@@ -11,11 +11,11 @@ turns one into the backend's own.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from langchain_tdai_recall.stores.records import MEMORY_COLUMNS
+from langchain_tdai_recall.types import iso_utc
 
 __all__ = ["Dialect", "same_text", "utc_now"]
 
@@ -27,7 +27,7 @@ def same_text(text: str | None) -> str | None:
 
 def utc_now() -> str:
     """Now in UTC, as the backends store times (ISO-8601, milliseconds, `Z`)."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_utc()
 
 
 @dataclass(frozen=True)
