@@ -99,7 +99,7 @@ def message_lines(
     memory: TdaiMemory, user: str, agent: str | None, session: str | None
 ) -> Iterator[str]:
     """The JSON Lines `message` lines of a scope (optionally one session), in stored order."""
-    from langchain_tdai_recall import _jsonl  # noqa: PLC0415
+    from langchain_tdai_recall._exchange import jsonl as _jsonl  # noqa: PLC0415
 
     offset = 0
     while True:
@@ -151,7 +151,7 @@ def cmd_messages(args: argparse.Namespace) -> int:
 def _export(
     args: argparse.Namespace, memory: TdaiMemory, scopes: list[tuple[str, str | None]]
 ) -> int:
-    from langchain_tdai_recall import _jsonl  # noqa: PLC0415
+    from langchain_tdai_recall._exchange import jsonl as _jsonl  # noqa: PLC0415
 
     lines = (
         line for user, agent in scopes for line in message_lines(memory, user, agent, args.session)
