@@ -188,6 +188,7 @@ class TdaiMemory:
             executor=self._recall_pool,
             reranker=reranker,
             rerank_executor=self._rerank_pool,
+            breaker=self._store_breaker,
         )
         self._hits = HitSearch(store, self._searcher, config)
         self._upkeep: VectorUpkeep | None = None
@@ -944,10 +945,7 @@ class TdaiMemory:
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
-        started = time.monotonic()
-        result = self._engine.recall(self._user_text(user_text), scope, request)
-        self._store_breaker.record(started=started, answered=result is not None)
-        return result
+        return self._engine.recall(self._user_text(user_text), scope, request)
 
     async def arecall(
         self,
@@ -964,10 +962,7 @@ class TdaiMemory:
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
-        started = time.monotonic()
-        result = await self._engine.arecall(self._user_text(user_text), scope, request)
-        self._store_breaker.record(started=started, answered=result is not None)
-        return result
+        return await self._engine.arecall(self._user_text(user_text), scope, request)
 
     def search_memories(
         self,
