@@ -921,7 +921,9 @@ class TdaiMemory:
             user_text: The user's message for this turn.
             user_id: Owner; `None` is the default user.
             agent_id: Agent; `None` is the user's shared memory.
-            session_key: Conversation of the turn.
+            session_key: Conversation of the turn. A session keeps the user profile it was
+                first shown (`recall.profile_hold_seconds`), so the system message does not
+                change when memories are added during it; `None` chooses it afresh every turn.
             system_prompt: The app's own system prompt. With `recall.language="auto"` its
                 language is the language of the system context (English when not given), which
                 keeps the system context byte-identical from turn to turn.
@@ -937,7 +939,9 @@ class TdaiMemory:
         scope = self.scope(user_id, agent_id)
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
-        request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
+        request = RecallRequest(
+            system_prompt=system_prompt, tools_guide=bool(tools_guide), session_key=session_key
+        )
         started = time.monotonic()
         result = self._engine.recall(self._user_text(user_text), scope, request)
         self._store_breaker.record(started=started, answered=result is not None)
@@ -957,7 +961,9 @@ class TdaiMemory:
         scope = self.scope(user_id, agent_id)
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
-        request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
+        request = RecallRequest(
+            system_prompt=system_prompt, tools_guide=bool(tools_guide), session_key=session_key
+        )
         started = time.monotonic()
         result = await self._engine.arecall(self._user_text(user_text), scope, request)
         self._store_breaker.record(started=started, answered=result is not None)
@@ -1174,14 +1180,17 @@ class TdaiMemory:
     def end_session(
         self, session_key: str, *, user_id: str | None = None, agent_id: str | None = None
     ) -> None:
-        """Tell formation a session ended: its pending turns are formed now, in the background.
+        """Tell recall and formation a session ended.
 
-        Does nothing without a chat model. Never waits for the model or the database.
+        The user profile the session held (`recall.profile_hold_seconds`) is released, so its
+        next recall chooses it afresh; with a chat model, the session's pending turns are formed
+        now, in the background. Never waits for the model or the database.
         """
         scope = self.scope(user_id, agent_id)
         if not isinstance(cast("object", session_key), str):
             msg = f"session_key must be a string, got {type(session_key).__name__}"
             raise ConfigError(msg)
+        self._engine.holds.end(scope, session_key)
         formation = self._formation
         if formation is not None:
             formation.end_session(scope, clean_text(session_key))

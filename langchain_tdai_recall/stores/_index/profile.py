@@ -2,10 +2,11 @@
 
 Recall's user profile (`recall.engine`) shows a scope's memories of priority `PROFILE_MIN_PRIORITY`
 or more in *profile order* — priority (highest first), then `persona`, `instruction`, `episodic`,
-then oldest, then id — as far as a character budget reaches, so it only ever needs the first few
-hundred of them. Sorting a large scope for that after every write would cost about 100 ms at 100k
-memories; `ProfileHead` keeps the first `capacity` rows in order instead and updates them in O(log
-capacity) per written row.
+then oldest, then the order written (the row reference: memories written in one millisecond keep
+the order they were given in, whatever their generated ids) — as far as a token budget reaches,
+so it only ever needs the first few hundred of them. Sorting a large scope for that after every
+write would cost about 100 ms at 100k memories; `ProfileHead` keeps the first `capacity` rows in
+order instead and updates them in O(log capacity) per written row.
 
 Invariant: every eligible row that is not in the head sorts after the head's last row. Adding a
 row keeps it (inserting, and evicting the last row when the head is full); removing a row from
@@ -29,7 +30,7 @@ found steering the memory system, which it stores below this) are left to search
 PROFILE_TYPE_RANK: Final[dict[str, int]] = {"persona": 0, "instruction": 1, "episodic": 2}
 """Among memories of equal priority: stable facts first, then rules, then events."""
 
-ProfileKey = tuple[int, int, str, str, int]
+ProfileKey = tuple[int, int, str, int]
 
 
 class ProfileFields(Protocol):
@@ -49,7 +50,7 @@ def profile_key(rowid: int, meta: ProfileFields) -> ProfileKey | None:
     """The sort key of a row in profile order; `None` for rows that are never in a profile."""
     if meta.priority < PROFILE_MIN_PRIORITY:  # standing rules (-1) have a block of their own
         return None
-    return (-meta.priority, PROFILE_TYPE_RANK.get(meta.kind, 3), meta.created, meta.id, rowid)
+    return (-meta.priority, PROFILE_TYPE_RANK.get(meta.kind, 3), meta.created, rowid)
 
 
 class ProfileHead:
