@@ -25,7 +25,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, Self, cast
@@ -97,6 +97,7 @@ if TYPE_CHECKING:
     from langchain_tdai_recall._embedder import VectorUpkeep
     from langchain_tdai_recall._turn import ToolBudget
     from langchain_tdai_recall.formation.manager import MemoryManager
+    from langchain_tdai_recall.formation.rating import Rater, RatingReport
     from langchain_tdai_recall.formation.report import ExtractionReport
     from langchain_tdai_recall.formation.scheduler import FormationScheduler
     from langchain_tdai_recall.graph_store import TdaiStore
@@ -203,6 +204,8 @@ class TdaiMemory:
             self._sweeper = ExpirySweeper(store, config.store.expiry_sweep_seconds)
             self._sweeper.start()
         self._manager: MemoryManager | None = None
+        self._rater: Rater | None = None
+        """Rates LangGraph-store items in the background once `as_store()` needed it."""
         self._formation_slot: list[FormationScheduler] = []
         """Memory formation's scheduler once `_start_formation` built it (a slot, so the
         finalizer can reach it without holding this object)."""
@@ -430,6 +433,10 @@ class TdaiMemory:
                 started = time.monotonic()
                 self._manager.close(forming)
                 forming = max(forming - (time.monotonic() - started), 0.0)
+            if self._rater is not None:  # ratings of store items due now
+                started = time.monotonic()
+                self._rater.close(forming)
+                forming = max(forming - (time.monotonic() - started), 0.0)
             shutdown(
                 self._writer,
                 self._formation_slot,
@@ -463,6 +470,9 @@ class TdaiMemory:
             return False
         manager = self._manager  # the memory tool's background consolidations come first
         if manager is not None and not manager.flush(deadline):
+            return False
+        rater = self._rater  # then the ratings of store items (a failed one waits: False)
+        if rater is not None and not rater.flush(deadline):
             return False
         formation = self._formation
         if formation is not None and not formation.flush(deadline):
@@ -1116,6 +1126,30 @@ class TdaiMemory:
                 )
             return self._manager
 
+    def _store_rater(self) -> Callable[[Scope, str], None] | None:
+        """What queues a LangGraph-store item for rating; `None` without a formation model."""
+        formation = self._formation
+        if formation is None or self._store.read_only:
+            return None
+        with self._state_lock:
+            if self._rater is None:
+                from langchain_tdai_recall.formation.rating import Rater  # noqa: PLC0415
+
+                self._rater = Rater(
+                    store=self._store, caller=formation.engine.caller, config=self.config
+                )
+            return self._rater.enqueue
+
+    def rating_report(self) -> RatingReport | None:
+        """What the background rating of LangGraph-store items did (`None` when it never ran).
+
+        Items that `as_store()` stores without a `priority` in their value are rated by the
+        formation model (see `formation.rating`); the report counts the memories rated, the
+        failed calls (each retried) and the memories still waiting.
+        """
+        rater = self._rater
+        return rater.report() if rater is not None else None
+
     def _require_formation(self) -> FormationScheduler:
         self._check_open()
         formation = self._formation
@@ -1490,6 +1524,7 @@ class TdaiMemory:
             index=index,
             ttl=ttl,
             memory_type=memory_type,
+            rate=self._store_rater(),
         )
         if graph_store.sweep_seconds is not None and self._sweeper is not None:
             self._sweeper.sweep_at_least_every(graph_store.sweep_seconds)
