@@ -7,12 +7,12 @@ ends, when the pinned memories change, or when a memory it shows is deleted or e
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall.recall.holds import ProfileHolds
 from langchain_tdai_recall.testing import HashEmbeddings
 
 FACTS = [
@@ -97,13 +97,18 @@ def test_the_session_end_releases_the_hold(mem: TdaiMemory) -> None:
 
 
 def test_a_quiet_session_releases_the_hold() -> None:
-    config = {"recall": {"profile_hold_seconds": 0.2}}
+    now = [1000.0]
+    config = {"recall": {"profile_hold_seconds": 60}}
     with TdaiMemory.open(None, embeddings=HashEmbeddings(dims=64), config=config) as memory:
+        memory._engine.holds = ProfileHolds(clock=lambda: now[0])
         memory.add_memories(FACTS, user_id="nina")
         first = _system(memory, "hello")
         memory.add_memory(NEW, type="persona", priority=60, user_id="nina")
+        now[0] += 59  # each recall of the session restarts the quiet time
         assert _system(memory, "hello") == first
-        time.sleep(0.3)
+        now[0] += 59
+        assert _system(memory, "hello") == first
+        now[0] += 61
         assert NEW in _system(memory, "hello")
 
 
