@@ -159,14 +159,18 @@ class _ConfigModel(ConfigModel):
         return data
 
 
-DEFAULT_PROFILE_MAX_TOKENS: Final = 400
+DEFAULT_PROFILE_MAX_TOKENS: Final = 600
 """Default `recall.profile_max_tokens`: estimated tokens of memory lines in the user profile,
-cached with the system message (about 1,500 code points of English)."""
+cached with the system message. On the medium-store development set (5 users with 150-170
+memories) it holds 20-25 memories for every user, English or Chinese, at about 590 tokens; the
+code-point budget it replaces held 15-17 English memories (about 390 tokens) and 30-37 Chinese
+ones (about 1,000 tokens), and let no more needs reach the model (97 and 109 of 141 needs with
+priorities at 50 and as rated, against 97 and 106; 91 and 102 at 400 tokens)."""
 
 PROFILE_CHARS_PER_TOKEN: Final = 3.75
 """How the retired `recall.profile_max_chars` reads as a token budget: 1,500 code points were
 documented as about 400 tokens of English, so `profile_max_chars = N` loads as
-`profile_max_tokens = ceil(N / 3.75)` (the old default maps onto the new one)."""
+`profile_max_tokens = ceil(N / 3.75)` (1,500 -> 400)."""
 
 DEFAULT_PROFILE_HOLD_SECONDS: Final = 600.0
 """Default `recall.profile_hold_seconds`: formation's idle timeout, past which a provider's

@@ -13,9 +13,11 @@ hundred of them. Profile order:
    they were given in, whatever their generated ids).
 
 Measured on the medium-store development set (`benchmarks/quality/medium.py`, 5 users with
-150-170 memories), against oldest first throughout: the same needs reach the model with every
-memory at priority 50, and 4 more of 141 with priorities as formation rates them, at the default
-budget; ordering everything by recency instead loses 4-5 needs at priority 50.
+150-170 memories) against oldest first throughout, at budgets of 400, 500 and 600 tokens: as
+many needs reach the model with every memory at priority 50, and 0, 3 and 4 more of 141 with
+priorities as formation rates them; ordering everything by recency instead loses 4-7 needs at
+priority 50. How often a memory was recalled is not tracked (a recall never writes), so it plays
+no part.
 
 Sorting a large scope for that after every write would cost about 100 ms at 100k memories;
 `ProfileHead` keeps the first `capacity` rows in order instead and updates them in O(log
