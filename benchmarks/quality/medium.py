@@ -51,6 +51,7 @@ from _common import (
     format_table,
     make_embeddings,
     system_memory_chars,
+    system_memory_tokens,
     write_json,
 )
 
@@ -198,6 +199,9 @@ def run_user(
                     "system_memory_chars": system_memory_chars(
                         result.append_system_context if result else None
                     ),
+                    "system_memory_tokens": system_memory_tokens(
+                        result.append_system_context if result else None
+                    ),
                     "timed_out": result is None,
                     "degraded": result is not None and result.error is not None,
                 }
@@ -209,6 +213,9 @@ def run_user(
                     "id": request["id"],
                     "block": [m.id for m in result.memories] if result else [],
                     "system_memory_chars": system_memory_chars(
+                        result.append_system_context if result else None
+                    ),
+                    "system_memory_tokens": system_memory_tokens(
                         result.append_system_context if result else None
                     ),
                     "timed_out": result is None,
@@ -242,6 +249,7 @@ def summarize(cases: list[dict[str, Any]], noise: list[dict[str, Any]]) -> dict[
         if n["reached"]:
             channels[n["channel"]] += 1
     system = [c["system_memory_chars"] for c in cases] + [r["system_memory_chars"] for r in noise]
+    tokens = [c["system_memory_tokens"] for c in cases] + [r["system_memory_tokens"] for r in noise]
     n_needs = max(len(needs), 1)
     return {
         "requests": len(cases),
@@ -268,6 +276,8 @@ def summarize(cases: list[dict[str, Any]], noise: list[dict[str, Any]]) -> dict[
         "irrelevant_with_block": sum(1 for r in noise if r["block"]),
         "mean_system_memory_chars": round(sum(system) / max(len(system), 1), 1),
         "max_system_memory_chars": max(system, default=0),
+        "mean_system_memory_tokens": round(sum(tokens) / max(len(tokens), 1), 1),
+        "max_system_memory_tokens": max(tokens, default=0),
         "timed_out": sum(c["timed_out"] for c in cases) + sum(r["timed_out"] for r in noise),
         "degraded": sum(c["degraded"] for c in cases) + sum(r["degraded"] for r in noise),
     }
@@ -317,6 +327,7 @@ def _rows(name: str, report: Mapping[str, Any]) -> list[list[object]]:
                 if s["mean_block_memories_irrelevant"] is None
                 else f"{s['mean_block_memories_irrelevant']:.2f}",
                 f"{s['mean_system_memory_chars']:.0f} / {s['max_system_memory_chars']}",
+                f"{s['mean_system_memory_tokens']:.0f} / {s['max_system_memory_tokens']}",
             ]
         )
     return rows
@@ -380,6 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "top 5 always",
                 "block / irrelevant",
                 "memory chars in system per turn (mean / max)",
+                "estimated tokens of it (mean / max)",
             ],
             rows,
         )

@@ -47,7 +47,7 @@ found steering the memory system, which it stores below this) are left to search
 PROFILE_TYPE_RANK: Final[dict[str, int]] = {"persona": 0, "instruction": 1, "episodic": 2}
 """Among memories of equal priority: stable facts first, then rules, then events."""
 
-ProfileKey = tuple[int, int, float, int]
+ProfileKey = tuple[int, int, str | float, int]
 
 
 class ProfileFields(Protocol):
@@ -70,8 +70,10 @@ def profile_key(rowid: int, meta: ProfileFields, active: float | None = None) ->
     """
     if meta.priority < PROFILE_MIN_PRIORITY:  # standing rules (-1) have a block of their own
         return None
-    written = epoch(meta.created) or 0.0
-    when = -(active if active is not None else written) if meta.kind == "episodic" else written
+    when: str | float = meta.created  # facts and rules: oldest first (ISO strings sort so)
+    if meta.kind == "episodic":  # events: latest activity first, else latest written
+        when = -(active if active is not None else (epoch(meta.created) or 0.0))
+    # the same (priority, type) always has the same kind of `when`: never str against float
     return (-meta.priority, PROFILE_TYPE_RANK.get(meta.kind, 3), when, rowid)
 
 
