@@ -202,6 +202,7 @@ def run_user(
                     "system_memory_tokens": system_memory_tokens(
                         result.append_system_context if result else None
                     ),
+                    "profile_memories": len(result.profile) if result else 0,
                     "timed_out": result is None,
                     "degraded": result is not None and result.error is not None,
                 }
@@ -218,6 +219,7 @@ def run_user(
                     "system_memory_tokens": system_memory_tokens(
                         result.append_system_context if result else None
                     ),
+                    "profile_memories": len(result.profile) if result else 0,
                     "timed_out": result is None,
                     "degraded": result is not None and result.error is not None,
                 }
@@ -277,6 +279,10 @@ def summarize(cases: list[dict[str, Any]], noise: list[dict[str, Any]]) -> dict[
         "mean_system_memory_chars": round(sum(system) / max(len(system), 1), 1),
         "max_system_memory_chars": max(system, default=0),
         "mean_system_memory_tokens": round(sum(tokens) / max(len(tokens), 1), 1),
+        "profile_memories_by_user": {
+            user: max(c["profile_memories"] for c in cases if c["user"] == user)
+            for user in dict.fromkeys(c["user"] for c in cases)
+        },
         "max_system_memory_tokens": max(tokens, default=0),
         "timed_out": sum(c["timed_out"] for c in cases) + sum(r["timed_out"] for r in noise),
         "degraded": sum(c["degraded"] for c in cases) + sum(r["degraded"] for r in noise),
@@ -396,6 +402,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows,
         )
     )
+    for name, report in reports.items():
+        for variant in VARIANTS:
+            sizes = report[variant]["summary"]["profile_memories_by_user"]
+            listed = ", ".join(f"{user} {n}" for user, n in sizes.items())
+            print(f"profile memories per user, {name} / {variant}: {listed}")
     failed = sum(
         r[v]["summary"]["timed_out"] + r[v]["summary"]["degraded"]
         for r in reports.values()
