@@ -1608,6 +1608,8 @@ class TdaiMemory:
             scopes += [s for s in self._store.user_scopes(scope.user_id) if s != scope]
         from langchain_tdai_recall._facade.forget import erase_scopes  # noqa: PLC0415
 
+        for each in scopes:  # the profiles sessions hold keep memory text: drop them too
+            self._engine.holds.end(each)
         return erase_scopes(
             self._store,
             scopes,

@@ -93,10 +93,19 @@ def injected(
     best = max(h.score for h in candidates)
     on_topic = outcome.scope_coverage >= ON_TOPIC_COVERAGE and best >= ANCHOR_SHARE * threshold
     base = threshold * (ON_TOPIC_SHARE if on_topic else 1.0)
-    held = set(held_out)
-    relaxed = threshold * ON_TOPIC_SHARE
+    relaxed = _held_out(candidates, set(held_out), threshold)
     return [
         h
         for h in candidates
-        if h.score >= (relaxed if h.rowid in held else base) * priority_factor(h.priority) - 1e-6
+        if h.score >= base * priority_factor(h.priority) - 1e-6 or h.rowid in relaxed
     ][:limit]
+
+
+def _held_out(candidates: list[RankedHit], held_out: set[int], threshold: float) -> set[int]:
+    """The held-out rows (see `injected`) the message is about: at `ON_TOPIC_SHARE` of it."""
+    bar = ON_TOPIC_SHARE * threshold
+    return {
+        h.rowid
+        for h in candidates
+        if h.rowid in held_out and h.score >= bar * priority_factor(h.priority) - 1e-6
+    }

@@ -83,7 +83,9 @@ def test_a_deleted_or_edited_memory_is_never_shown_by_a_held_profile(mem: TdaiMe
 
 def test_forgetting_the_user_ends_the_hold(mem: TdaiMemory) -> None:
     assert "Is vegetarian" in _system(mem, "hello")
+    assert len(mem._engine.holds) == 1
     mem.forget(user_id="nina")
+    assert len(mem._engine.holds) == 0  # no memory text of the user is kept
     result = mem.recall("hello", user_id="nina", session_key="s1")
     assert result is None or "Is vegetarian" not in (result.append_system_context or "")
 
