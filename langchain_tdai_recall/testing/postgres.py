@@ -45,7 +45,7 @@ from types import FrameType, TracebackType
 from typing import Final, Self
 from urllib.parse import quote
 
-from langchain_tdai_recall._process import pid_alive
+from langchain_tdai_recall._runtime.process import pid_alive
 
 __all__ = ["TemporaryPostgres", "TemporaryPostgresError", "bundled_binaries"]
 
