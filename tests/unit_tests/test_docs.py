@@ -176,13 +176,13 @@ def test_every_import_of_the_docs_is_installed_by_the_package_or_a_listed_extra(
 
     base = installed_with(set())
     readme = README.read_text(encoding="utf-8")
-    listed = {e for e in extras() if f"| `{e}` |" in readme}
+    listed = {e: installed_with({e}) for e in sorted(extras()) if f"| `{e}` |" in readme}
     for block in BLOCKS:
         page = (ROOT / block.page).read_text(encoding="utf-8")
         for module, providers in imported_distributions(block.code).items():
             if providers & base:
                 continue
-            by = [e for e in sorted(listed) if providers & installed_with({e})]
+            by = [e for e, installed in listed.items() if providers & installed]
             named = {p for p in providers if re.search(rf"`pip install {re.escape(p)}`", page)}
             assert by or named, f"{block.key} imports {module}: no extra installs it"
 
