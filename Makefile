@@ -59,7 +59,7 @@ type: $(TSTAMP)
 # The documentation site into site/ (git-ignored). --strict: a broken link or anchor, a missing API
 # reference or any other warning fails the build. `$(BIN)/mkdocs serve` serves it while editing.
 docs: $(DSTAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 notebooks: $(TSTAMP)
 	$(BIN)/python -m pytest tests/unit_tests/test_notebooks.py
