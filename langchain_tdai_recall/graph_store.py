@@ -215,6 +215,46 @@ def _filter_view(metadata: Mapping[str, Any] | None, kind: str) -> Mapping[str, 
     return {**extra, "type": kind}
 
 
+def value_rating(value: Mapping[str, Any]) -> dict[str, Any]:
+    """The memory `type` and `priority` a store value gives, validated (absent keys: none).
+
+    Read from the value's top level, else from its `content` when that is an object (what
+    LangMem's tools write for a custom schema: `{"content": {"content": ..., "type": ...,
+    "priority": ...}}`).
+
+    Raises:
+        ConfigError: For a type that is not a memory type or a priority outside 0-100.
+    """
+    inner = value.get("content")
+    out: dict[str, Any] = {}
+    for key in ("type", "priority"):
+        if key in value:
+            out[key] = value[key]
+        elif isinstance(inner, Mapping) and key in inner:
+            out[key] = inner[key]
+    kind = out.get("type")
+    if kind is not None and kind not in MEMORY_TYPES:
+        msg = (
+            f"a store value's type must be one of {list(MEMORY_TYPES)} (or absent), "
+            f"got {kind!r:.40}"
+        )
+        raise ConfigError(msg)
+    if "type" in out and kind is None:
+        del out["type"]
+    priority = out.get("priority")
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 100
+    ):
+        msg = (
+            f"a store value's priority must be an integer 0-100 (or absent), got "
+            f"{priority!r:.40}; standing rules (-1) are written with add_memory"
+        )
+        raise ConfigError(msg)
+    if "priority" in out and priority is None:
+        del out["priority"]
+    return out
+
+
 def _same(a: object, b: object) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
@@ -317,7 +357,9 @@ class TdaiStore(BaseStore):
             embeds the text; `dims` and `embed` are ignored).
         ttl: LangGraph's `TTLConfig` (`default_ttl` in minutes, `refresh_on_read`,
             `sweep_interval_minutes`).
-        memory_type: Type of new memories written by puts.
+        memory_type: Type of new memories written by puts whose value gives none.
+        rate: Queues a stored memory for a background rating (`formation.rating`): set when
+            the memory has a formation model; items whose value gives no priority are rated.
     """
 
     supports_ttl: bool = True
@@ -333,8 +375,10 @@ class TdaiStore(BaseStore):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         memory_type: MemoryType = "episodic",
+        rate: Callable[[Scope, str], None] | None = None,
     ) -> None:
         self.memory = memory
+        self._rate = rate
         self.store = store
         self.hits = hits
         self.template = NamespaceTemplate(namespace, agent_id=agent_id)
@@ -461,6 +505,7 @@ class TdaiStore(BaseStore):
             msg = f"index must be False, a list of field paths or None, got {op.index!r:.60}"
             raise ConfigError(msg)
         text, hidden = self._text(op.value, op.index)
+        rating = value_rating(op.value)
         ttl = op.ttl
         if ttl is not None and (
             isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0
@@ -473,6 +518,9 @@ class TdaiStore(BaseStore):
             part["index"] = False
         if ttl is not None:
             part["ttl"] = ttl
+        rate = self._rate is not None and "priority" not in rating and not hidden
+        if rate:  # `formation.rating` gives it a priority (and a type) in the background
+            part["rating"] = "pending-priority" if "type" in rating else "pending"
         base = {k: v for k, v in (existing.metadata if existing else {}).items() if k != HIDDEN_KEY}
         try:
             metadata = check_metadata({**base, HIDDEN_KEY: part})
@@ -498,7 +546,10 @@ class TdaiStore(BaseStore):
                 session_key=existing.session_key,
                 source_message_ids=existing.source_message_ids,
             )
+        record.update(rating)  # what the value says wins over defaults and the old memory
         self.memory.add_memories([record], user_id=scope.user_id, agent_id=scope.agent_id)
+        if rate and self._rate is not None:
+            self._rate(scope, key)
 
     def _refresh(self, scope: Scope, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
         """Renew the expiry of the items that have a TTL (their write time stays)."""
