@@ -111,6 +111,7 @@ class MemoryHost(Protocol):
         user_id: str | None = None,
         agent_id: str | None = None,
         min_score: float | None = None,
+        wait_for_vectors: bool = False,
     ) -> list[MemoryHit]:
         """Search the scope's memories (see `TdaiMemory.search_memories`)."""
         ...
@@ -125,6 +126,7 @@ class MemoryHost(Protocol):
         user_id: str | None = None,
         agent_id: str | None = None,
         min_score: float | None = None,
+        wait_for_vectors: bool = False,
     ) -> list[MemoryHit]:
         """Async version of `search_memories`."""
         ...

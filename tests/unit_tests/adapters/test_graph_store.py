@@ -1,4 +1,4 @@
-"""`TdaiStore` conformance-style checks on the in-memory and directory stores (issue 16).
+"""`TdaiStore` conformance-style checks on the in-memory and directory stores (issues 16, 24).
 
 The same checks run on PostgreSQL in `tests/integration_tests/stores/test_graph_store_postgres.py`.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,14 @@ from tests import graph_store_cases as cases
 @pytest.mark.parametrize("check", cases.ALL_CHECKS, ids=lambda c: c.__name__[6:])
 def test_store_behaviour(memory: TdaiMemory, check: Callable[[TdaiMemory], None]) -> None:
     check(memory)
+
+
+@pytest.mark.parametrize("check", cases.OPEN_CHECKS, ids=lambda c: c.__name__[6:])
+def test_read_your_writes(
+    store_kind: str, tmp_path: Path, check: Callable[[cases.OpenMemory], None]
+) -> None:
+    path = None if store_kind == "memory" else tmp_path / "store"
+    check(lambda embeddings: TdaiMemory.open(path, embeddings=embeddings))
 
 
 def test_sweep_interval_minutes_shortens_the_background_sweep() -> None:

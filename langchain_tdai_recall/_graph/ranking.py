@@ -1,0 +1,60 @@
+"""The order of a LangGraph store query search: every item ranked, as LangGraph's stores do.
+
+A query ranks every candidate item (those under the prefix that pass the filter), not a
+candidate pool, so `limit` and `offset` page through one fixed order and no floor drops a weak
+match:
+
+- with a query vector, an item's score is the cosine similarity of the query with its vector
+  (the memory's own, or the best of its indexed texts' `FieldVectors`), the number LangGraph's
+  stores return;
+- without one (no embedder, or the query embedding failed), its keyword coverage (0..1), so the
+  search still works on words;
+- items with no vector (`index=False`, no indexed text, or an embedding still missing after the
+  read-your-writes wait) are never scored: they follow the scored ones, newest first, with score
+  `None`, as in LangGraph's `InMemoryStore`.
+
+Ties keep the candidates' order (newest first, then id), so the order is total and stable from
+call to call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from langchain_tdai_recall._graph.items import FieldVectors
+from langchain_tdai_recall.stores._index.layer import LayerIndex
+
+__all__ = ["rank_rows"]
+
+
+def rank_rows(
+    index: LayerIndex,
+    rows: Sequence[int],
+    *,
+    query_vector: npt.NDArray[np.float32] | None,
+    query_text: str,
+    embedder: str | None,
+) -> list[tuple[int, float | None]]:
+    """`rows` (candidates, newest first) in query order, each with its score or `None`."""
+    extras = index.extras
+    pool = [r for r in rows if not ((e := extras.get(r)) is not None and e.hidden)]
+    scores: dict[int, float] = {}
+    if query_vector is not None:
+        dims = int(query_vector.shape[0])
+        if index.vector_dim() == dims:
+            scores = index.vector_scores(query_vector, pool)
+        for rowid in pool:
+            e = extras.get(rowid)
+            fields = FieldVectors.read(e.metadata, embedder) if e is not None else None
+            if fields is not None and fields.matrix.shape[1] == dims:
+                scores[rowid] = float(np.max(fields.matrix @ query_vector))
+    elif pool:
+        found = index.keyword_scores(index.tokenizer.query(query_text), pool)
+        scores = dict.fromkeys(pool, 0.0)
+        scores.update(zip(found.ids.tolist(), found.coverage.tolist(), strict=True))
+    scored = [r for r in pool if r in scores]
+    scored.sort(key=lambda r: -scores[r])  # stable: ties stay newest first
+    return [(r, scores[r]) for r in scored] + [(r, None) for r in rows if r not in scores]
