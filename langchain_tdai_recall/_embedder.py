@@ -19,7 +19,7 @@ capture store rows without a vector, so they are durable and keyword-searchable 
   with a progress bar, and `stop()` gives the worker a bounded time to finish before a store
   closes. The worker is a daemon thread: process exit never waits for a hung embedder.
 - Searches that promise read-your-writes (the LangGraph store, the retriever) do not wait for
-  the worker: `embed_rows_now` embeds the few rows of their scope still without a vector on
+  the worker: `embed_scope_now` embeds the few rows of their scope still without a vector on
   the caller's behalf, and `embed_now` embeds texts a writer needs at once; both are bounded by
   a timeout (the embedder runs on a worker thread, so a hung one costs the caller only that).
 """
@@ -167,8 +167,10 @@ class VectorUpkeep:
         self._warned_bad = False
         self._thread = threading.Thread(target=self._run, name="tdai-vectors", daemon=True)
         self._now_pool = DaemonExecutor(1, name="tdai-embed-now")
+        self._now_lock = threading.Lock()
+        """Taken by the callers of `embed_now` and `embed_scope_now`, one at a time."""
         self._now_running: Future[object] | None = None
-        """The last foreground embedder call (`embed_now`), while it may still run."""
+        """The last foreground embedder call, while it may still run."""
 
     # -- control ------------------------------------------------------------------------------
 
@@ -315,46 +317,52 @@ class VectorUpkeep:
         raises.
         """
         deadline = time.monotonic() + max(timeout, 0.0)
-        parts: list[npt.NDArray[np.float32]] = []
-        for start in range(0, len(texts), self._batch):
-            chunk = [t[: self._max_chars] for t in texts[start : start + self._batch]]
-            got = self._embed_within(chunk, deadline)
-            if got is None:
-                return None
-            if parts and got[0].shape[1] != parts[0].shape[1]:
-                return None
-            parts.append(got[0])
+        if not self._now_lock.acquire(timeout=max(timeout, 0.0)):
+            return None
+        try:
+            parts: list[npt.NDArray[np.float32]] = []
+            for start in range(0, len(texts), self._batch):
+                chunk = [t[: self._max_chars] for t in texts[start : start + self._batch]]
+                got = self._embed_within(chunk, deadline)
+                if got is None or (parts and got[0].shape[1] != parts[0].shape[1]):
+                    return None
+                parts.append(got[0])
+        finally:
+            self._now_lock.release()
         return np.vstack(parts) if parts else np.zeros((0, self._dimension or 1), np.float32)
 
-    def embed_rows_now(self, scope: Scope, rows: Sequence[int], timeout: float) -> int:
-        """Embed L1 rows of `scope` still without a vector, within `timeout` seconds.
+    def embed_scope_now(self, scope: Scope, timeout: float) -> int:
+        """Embed the L1 rows of `scope` still without a vector, within `timeout` seconds.
 
         For read-your-writes: a search by meaning first embeds the rows written before it that
-        the worker has not reached yet. Batch by batch until the timeout; what is left stays
-        with the worker. Returns how many rows got their vector. Never raises.
+        the worker has not reached yet (`LayerIndex.unembedded_rows`). Batch by batch until the
+        timeout; what is left stays with the worker. Callers take turns, so rows one of them
+        embedded are not embedded again by the next. Returns how many rows got their vector.
+        Never raises.
         """
         deadline = time.monotonic() + max(timeout, 0.0)
-        try:
-            records = self._store.memories_by_ref(scope, list(rows))
-        except StoreError as exc:
-            logger.debug("reading rows to embed failed: %s", exc)
+        if not self._now_lock.acquire(timeout=max(timeout, 0.0)):
             return 0
-        pending = [PendingVector(ref, rec.content) for ref, rec in records.items()]
-        done = 0
-        for start in range(0, len(pending), self._batch):
-            batch = pending[start : start + self._batch]
-            got = self._embed_within([p.text[: self._max_chars] for p in batch], deadline)
-            if got is None:
-                break
-            matrix, ok = got
-            good = [i for i, usable in enumerate(ok) if usable]
-            if not good:
-                continue
-            try:
-                done += self._store.set_vectors("l1", [batch[i] for i in good], matrix[good])
-            except StoreError as exc:
-                logger.debug("storing vectors embedded for a search failed: %s", exc)
-                break
+        try:
+            index = self._store.index(scope, "l1")
+            rows = index.unembedded_rows() if index is not None else []
+            records = self._store.memories_by_ref(scope, rows) if rows else {}
+            pending = [PendingVector(ref, rec.content) for ref, rec in records.items()]
+            done = 0
+            for start in range(0, len(pending), self._batch):
+                batch = pending[start : start + self._batch]
+                got = self._embed_within([p.text[: self._max_chars] for p in batch], deadline)
+                if got is None:
+                    break
+                matrix, ok = got
+                good = [i for i, usable in enumerate(ok) if usable]
+                if good:
+                    done += self._store.set_vectors("l1", [batch[i] for i in good], matrix[good])
+        except StoreError as exc:
+            logger.debug("embedding rows for a search failed: %s", exc)
+            return 0
+        finally:
+            self._now_lock.release()
         return done
 
     def _embed_within(

@@ -66,7 +66,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -105,7 +105,7 @@ from langchain_tdai_recall._graph.ranking import rank_rows
 from langchain_tdai_recall._memory_meta import check_metadata, expiry_after, is_expired
 from langchain_tdai_recall._records import check_id, now_iso
 from langchain_tdai_recall.errors import ConfigError, TdaiRecallError
-from langchain_tdai_recall.stores._index.extras import HIDDEN_KEY, MemoryFilter
+from langchain_tdai_recall.stores._index.extras import HIDDEN_KEY
 from langchain_tdai_recall.stores._index.filters import ValueTest, compile_value_filter
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.types import MEMORY_TYPES, MemoryRecord, MemoryType, Scope
@@ -113,6 +113,7 @@ from langchain_tdai_recall.types import MEMORY_TYPES, MemoryRecord, MemoryType, 
 if TYPE_CHECKING:
     from langchain_tdai_recall._host import StoreHost
     from langchain_tdai_recall.recall.hits import HitSearch
+    from langchain_tdai_recall.stores._index.layer import LayerIndex
 
 __all__ = ["DEFAULT_NAMESPACE", "NamespaceError", "NamespaceTemplate", "TdaiStore"]
 
@@ -121,6 +122,9 @@ logger = logging.getLogger(__name__)
 Embed = Callable[[Sequence[str]], npt.NDArray[np.float32] | None]
 """Embeds texts now, bounded by the embedding timeout; `None` when it could not."""
 
+
+_NEWEST: Final = "tdai_store:newest"
+"""The memo key of a scope's rows in newest-first order (`LayerIndex.memo`)."""
 
 _WRITE_LOCKS: weakref.WeakKeyDictionary[BaseMemoryStore, threading.Lock] = (
     weakref.WeakKeyDictionary()
@@ -419,23 +423,7 @@ class TdaiStore(BaseStore):
                     "by other items of this user; use another key"
                 )
                 raise ConfigError(msg)
-            base = {
-                k: v for k, v in (existing.metadata if existing else {}).items() if k != HIDDEN_KEY
-            }
-            try:
-                metadata = check_metadata({**base, HIDDEN_KEY: part})
-            except ConfigError as exc:
-                msg = f"the value of store key {key!r} cannot be kept: {exc}"
-                raise ConfigError(msg) from None
-            if vectors is not None:
-                try:
-                    metadata = check_metadata({**base, HIDDEN_KEY: {**part, "vectors": vectors}})
-                except ConfigError:
-                    logger.warning(
-                        "store key %r: the vectors of its indexed texts do not fit in the "
-                        "metadata bound; a query scores it by its texts joined",
-                        key,
-                    )
+            metadata = _item_metadata(existing, part, vectors)
             if existing is None and stale is not None:  # an expired item is gone: start afresh
                 self.store.delete_memories(scope, [stale.id])
             memory_id = existing.id if existing is not None else str(free_id)
@@ -456,16 +444,22 @@ class TdaiStore(BaseStore):
         self.memory.check_open()
         if self.memory.read_only:
             return list(records)
+        expiring = [rec for rec in records if _ttl_of(rec) is not None]
         renewed: dict[str, MemoryRecord] = {}
-        for rec in records:
-            part = item_part(rec.metadata)
-            ttl = part.get("ttl") if part is not None else None
-            if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl > 0:
-                renewed[rec.id] = replace(rec, expires_at=expiry_after(float(ttl) * 60))
-        if renewed:
-            # Only the expiry changes: the row keeps its text, so its vector (or its place in
-            # the vector upkeep's queue) stays; the write is checked like any other.
-            self.store.put_memories(scope, list(renewed.values()))
+        if expiring:
+            with self._write_lock:
+                for rec in expiring:
+                    # a put since the read wrote a new version with its own expiry: keep it
+                    current = self.store.get_memory(scope, rec.id)
+                    if current is None or current.updated_at != rec.updated_at:
+                        continue
+                    ttl = _ttl_of(current)
+                    if ttl is not None:
+                        renewed[rec.id] = replace(current, expires_at=expiry_after(ttl * 60))
+                if renewed:
+                    # Only the expiry changes: the row keeps its text, so its vector (or its
+                    # place in the vector upkeep's queue) stays; the write is checked as usual.
+                    self.store.put_memories(scope, list(renewed.values()))
         return [renewed.get(rec.id, rec) for rec in records]
 
     # -- search -------------------------------------------------------------------------------
@@ -489,23 +483,44 @@ class TdaiStore(BaseStore):
         return scope
 
     def _candidates(
-        self, scope: Scope, prefix: tuple[str, ...], test: ValueTest | None
-    ) -> MemoryFilter:
-        """The rows of `scope` under `prefix` that pass the value filter (a row test)."""
+        self, index: LayerIndex, scope: Scope, prefix: tuple[str, ...], test: ValueTest | None
+    ) -> list[int]:
+        """The unexpired rows of `scope` under `prefix` that pass the filter, newest first.
+
+        One pass over the scope's rows in their newest-first order (kept by the index until
+        its rows change); each distinct stored namespace is checked once per search.
+        """
+        order = index.memo(_NEWEST, lambda: index.newest_rows(None))
         depth = len(prefix)
-        base = self.template.base(scope)
-        base_ok = base is not None and base[:depth] == prefix
         template = self.template
-
-        def where(metadata: Mapping[str, Any] | None, kind: str) -> bool:
-            if metadata is None or HIDDEN_KEY not in metadata:
-                inside = base_ok
-            else:
+        base = template.base(scope)
+        known: dict[tuple[str, ...] | None, bool] = {
+            None: base is not None and base[:depth] == prefix
+        }
+        extras = index.extras
+        meta = index.meta
+        rows: list[int] = []
+        for rowid in order:
+            row = extras.get(rowid)
+            metadata = row.metadata if row is not None else None
+            part = metadata.get(HIDDEN_KEY) if metadata else None
+            names = part.get("ns") if isinstance(part, dict) else None
+            try:  # a malformed list is judged (as keeping none) once, like any other
+                seen = tuple(names) if isinstance(names, list) else None
+                inside = known.get(seen)
+            except TypeError:
+                seen, inside = None, known[None]
+            if inside is None:
                 namespace = item_namespace(metadata, template, scope)
-                inside = namespace is not None and namespace[:depth] == prefix
-            return inside and (test is None or test(filter_view(metadata, kind)))
-
-        return MemoryFilter(where=where)
+                inside = known[seen] = namespace is not None and namespace[:depth] == prefix
+            if not inside:
+                continue
+            if test is not None:
+                kind = meta[rowid].kind if rowid in meta else ""
+                if not test(filter_view(metadata, kind)):
+                    continue
+            rows.append(rowid)
+        return rows
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
@@ -524,15 +539,16 @@ class TdaiStore(BaseStore):
                     self._fresh(scope)
             vector, text = self.hits.query_vector(query)
         merged = len(scopes) > 1
-        # (sort key across scopes, scope, rowid, score) of every candidate, in order
+        wanted = op.offset + op.limit  # what one scope can contribute to the page
+        # (sort key across scopes, scope, rowid, score) of the candidates, in order
         found: list[tuple[tuple[Any, ...], Scope, int, float | None]] = []
         for scope in scopes:
             index = self.store.index(scope, "l1")
             if index is None:
                 continue
-            rows = index.newest_rows(self._candidates(scope, prefix, test))
+            rows = self._candidates(index, scope, prefix, test)
             if query is None:
-                ranked: list[tuple[int, float | None]] = [(r, None) for r in rows]
+                ranked: list[tuple[int, float | None]] = [(r, None) for r in rows[:wanted]]
             else:
                 ranked = rank_rows(
                     index,
@@ -540,6 +556,7 @@ class TdaiStore(BaseStore):
                     query_vector=vector,
                     query_text=text or query,
                     embedder=self.store.embedder_id,
+                    limit=wanted,
                 )
             for rowid, score in ranked:
                 key: tuple[Any, ...] = ()
@@ -619,6 +636,43 @@ class TdaiStore(BaseStore):
             return None
         namespace = tuple(names)
         return namespace if self.template.owns(namespace, scope) else None
+
+
+def _item_metadata(
+    existing: MemoryRecord | None, part: dict[str, Any], vectors: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The metadata a put writes: the memory's own keys, and the store's part.
+
+    Raises:
+        ConfigError: If the value does not fit the metadata bound (16 KiB as JSON).
+    """
+    key = part["key"]
+    base = {k: v for k, v in (existing.metadata if existing else {}).items() if k != HIDDEN_KEY}
+    try:
+        metadata = check_metadata({**base, HIDDEN_KEY: part})
+    except ConfigError as exc:
+        msg = f"the value of store key {key!r} cannot be kept: {exc}"
+        raise ConfigError(msg) from None
+    if vectors is None:
+        return metadata
+    try:
+        return check_metadata({**base, HIDDEN_KEY: {**part, "vectors": vectors}})
+    except ConfigError:
+        logger.warning(
+            "store key %r: the vectors of its indexed texts do not fit in the metadata bound; "
+            "a query scores it by its texts joined",
+            key,
+        )
+        return metadata
+
+
+def _ttl_of(record: MemoryRecord) -> float | None:
+    """The time-to-live (minutes) an item was put with, or `None`."""
+    part = item_part(record.metadata)
+    ttl = part.get("ttl") if part is not None else None
+    if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl > 0:
+        return float(ttl)
+    return None
 
 
 def _updated(existing: MemoryRecord | None, fields: dict[str, Any]) -> dict[str, Any]:

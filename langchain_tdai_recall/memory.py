@@ -556,9 +556,8 @@ class TdaiMemory:
         if upkeep is None:
             return
         index = self._store.index(scope, "l1")
-        rows = index.unembedded_rows() if index is not None else []
-        if rows:
-            upkeep.embed_rows_now(scope, rows, self.config.embedding.query_timeout_ms / 1000)
+        if index is not None and index.unembedded_rows():
+            upkeep.embed_scope_now(scope, self.config.embedding.query_timeout_ms / 1000)
 
     def reindex(self, *, show_progress: bool | None = None) -> int:
         """Embed now, on this thread, every stored row whose vector is missing or stale.

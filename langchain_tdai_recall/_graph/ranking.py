@@ -19,12 +19,14 @@ call to call.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from langchain_tdai_recall._graph.items import FieldVectors
+from langchain_tdai_recall.stores._index.extras import HIDDEN_KEY
 from langchain_tdai_recall.stores._index.layer import LayerIndex
 
 __all__ = ["rank_rows"]
@@ -37,16 +39,30 @@ def rank_rows(
     query_vector: npt.NDArray[np.float32] | None,
     query_text: str,
     embedder: str | None,
+    limit: int,
 ) -> list[tuple[int, float | None]]:
-    """`rows` (candidates, newest first) in query order, each with its score or `None`."""
+    """The first `limit` of `rows` (candidates, newest first) in query order, with scores."""
+    place = {rowid: i for i, rowid in enumerate(rows)}
     extras = index.extras
-    pool = [r for r in rows if not ((e := extras.get(r)) is not None and e.hidden)]
+    pool: list[int] = []
+    multi: list[int] = []  # rows whose indexed texts have their own vectors
+    for rowid in rows:
+        e = extras.get(rowid)
+        if e is None:
+            pool.append(rowid)
+            continue
+        if e.hidden:
+            continue
+        pool.append(rowid)
+        part = e.metadata.get(HIDDEN_KEY) if e.metadata else None
+        if isinstance(part, dict) and "vectors" in part:
+            multi.append(rowid)
     scores: dict[int, float] = {}
     if query_vector is not None:
         dims = int(query_vector.shape[0])
         if index.vector_dim() == dims:
             scores = index.vector_scores(query_vector, pool)
-        for rowid in pool:
+        for rowid in multi:
             e = extras.get(rowid)
             fields = FieldVectors.read(e.metadata, embedder) if e is not None else None
             if fields is not None and fields.matrix.shape[1] == dims:
@@ -55,6 +71,14 @@ def rank_rows(
         found = index.keyword_scores(index.tokenizer.query(query_text), pool)
         scores = dict.fromkeys(pool, 0.0)
         scores.update(zip(found.ids.tolist(), found.coverage.tolist(), strict=True))
-    scored = [r for r in pool if r in scores]
-    scored.sort(key=lambda r: -scores[r])  # stable: ties stay newest first
-    return [(r, scores[r]) for r in scored] + [(r, None) for r in rows if r not in scores]
+    ranked: list[tuple[int, float | None]] = []
+    if scores:
+        ids = np.fromiter(scores, dtype=np.int64, count=len(scores))
+        values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+        places = np.fromiter((place[r] for r in scores), dtype=np.int64, count=len(scores))
+        order = np.lexsort((places, -values))[:limit]  # best first; ties stay newest first
+        ranked = [(int(ids[i]), float(values[i])) for i in order]
+    if len(ranked) < limit:
+        rest = (r for r in rows if r not in scores)
+        ranked += [(r, None) for r in itertools.islice(rest, limit - len(ranked))]
+    return ranked
