@@ -85,6 +85,8 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path
 
+from langchain_tdai_recall._exchange.metadata import check_metadata, expiry_after, is_expired
+from langchain_tdai_recall._exchange.records import check_id, now_iso
 from langchain_tdai_recall._graph.items import (
     FieldVectors,
     derived_id,
@@ -102,8 +104,6 @@ from langchain_tdai_recall._graph.namespaces import (
     condition_matches,
 )
 from langchain_tdai_recall._graph.ranking import rank_rows
-from langchain_tdai_recall._memory_meta import check_metadata, expiry_after, is_expired
-from langchain_tdai_recall._records import check_id, now_iso
 from langchain_tdai_recall.errors import ConfigError, TdaiRecallError
 from langchain_tdai_recall.stores._index.extras import HIDDEN_KEY
 from langchain_tdai_recall.stores._index.filters import ValueTest, compile_value_filter
@@ -111,7 +111,7 @@ from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.types import MEMORY_TYPES, MemoryRecord, MemoryType, Scope
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall._host import StoreHost
+    from langchain_tdai_recall._turn.host import StoreHost
     from langchain_tdai_recall.recall.hits import HitSearch
     from langchain_tdai_recall.stores._index.layer import LayerIndex
 

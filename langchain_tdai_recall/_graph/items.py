@@ -33,8 +33,8 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from langchain_tdai_recall._exchange.records import MAX_ID_CHARS
 from langchain_tdai_recall._graph.namespaces import NamespaceTemplate
-from langchain_tdai_recall._records import MAX_ID_CHARS
 from langchain_tdai_recall.stores._index.extras import HIDDEN_KEY
 from langchain_tdai_recall.types import MemoryRecord, Scope
 

@@ -20,7 +20,7 @@ from typing import Final
 
 from langgraph.store.base import InvalidNamespaceError, MatchCondition
 
-from langchain_tdai_recall._records import check_id
+from langchain_tdai_recall._exchange.records import check_id
 from langchain_tdai_recall.errors import ConfigError, ScopeError, TdaiRecallError
 from langchain_tdai_recall.types import Scope
 

@@ -15,7 +15,7 @@ from typing import Any, Literal, cast
 import numpy as np
 import numpy.typing as npt
 
-from langchain_tdai_recall._records import check_int, clean_text, shown
+from langchain_tdai_recall._exchange.records import check_int, clean_text, shown
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.recall.search import RankedHit, Searcher
