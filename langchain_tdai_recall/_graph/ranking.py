@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +31,23 @@ from langchain_tdai_recall.stores._index.extras import HIDDEN_KEY
 from langchain_tdai_recall.stores._index.layer import LayerIndex
 
 __all__ = ["rank_rows"]
+
+_KINDS: Final = "tdai_store:kinds"
+"""The memo key of a scope's hidden rows and rows with field vectors (`LayerIndex.memo`)."""
+
+
+def _kinds(index: LayerIndex) -> tuple[frozenset[int], tuple[int, ...]]:
+    """The rows no query ranks, and the rows whose indexed texts have their own vectors."""
+    hidden: set[int] = set()
+    with_fields: list[int] = []
+    for rowid, extras in list(index.extras.items()):
+        if extras.hidden:
+            hidden.add(rowid)
+            continue
+        part = extras.metadata.get(HIDDEN_KEY) if extras.metadata else None
+        if isinstance(part, dict) and "vectors" in part:
+            with_fields.append(rowid)
+    return frozenset(hidden), tuple(with_fields)
 
 
 def rank_rows(
@@ -44,19 +62,9 @@ def rank_rows(
     """The first `limit` of `rows` (candidates, newest first) in query order, with scores."""
     place = {rowid: i for i, rowid in enumerate(rows)}
     extras = index.extras
-    pool: list[int] = []
-    multi: list[int] = []  # rows whose indexed texts have their own vectors
-    for rowid in rows:
-        e = extras.get(rowid)
-        if e is None:
-            pool.append(rowid)
-            continue
-        if e.hidden:
-            continue
-        pool.append(rowid)
-        part = e.metadata.get(HIDDEN_KEY) if e.metadata else None
-        if isinstance(part, dict) and "vectors" in part:
-            multi.append(rowid)
+    hidden, with_fields = index.memo(_KINDS, lambda: _kinds(index))
+    pool = [r for r in rows if r not in hidden] if hidden else list(rows)
+    multi = [r for r in with_fields if r in place]
     scores: dict[int, float] = {}
     if query_vector is not None:
         dims = int(query_vector.shape[0])
