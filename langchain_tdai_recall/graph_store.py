@@ -165,7 +165,7 @@ class TdaiStore(BaseStore):
     memory. Every operation runs in the scope its namespace names and sees only that scope,
     except a search or listing that spans scopes (see `cross_scope`).
 
-    It depends on the facade only through `_host.StoreHost` (public methods); `as_store` hands
+    It depends on the facade only through `_turn.host.StoreHost` (public methods); `as_store` hands
     it the memory's store, its ranked search, and the embedding calls by name.
 
     Args:

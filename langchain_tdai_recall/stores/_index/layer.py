@@ -542,9 +542,9 @@ class LayerIndex:
     def unembedded_rows(self) -> list[int]:
         """Searchable rows that have no vector of the current embedder yet, in reference order.
 
-        What a search by meaning would miss right after a write: the background upkeep embeds
-        these shortly (`_embedder.VectorUpkeep`). Hidden and expired rows are left out, since
-        no query search returns them. Usually empty, and then found in O(1).
+        What a search by meaning would miss right after a write: the background upkeep
+        (`_embedding.upkeep.VectorUpkeep`) embeds these shortly. Hidden and expired rows are
+        left out, since no query search returns them. Usually empty, and then found in O(1).
         """
         excluded = self.excluded()
         with self._writing():
