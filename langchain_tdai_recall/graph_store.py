@@ -31,7 +31,9 @@ from the value: its `index` fields (the store's `index={"fields": [...]}` or the
 return but that no query ranks and no recall sees. Memories written through `TdaiMemory`
 itself are items of the template's namespace, valued `{"content": ..., "type": ...}` plus their
 metadata. `created_at` / `updated_at` are the memory's; an update's `updated_at` is later than
-the one it replaces.
+the one it replaces. A value's `type` and `priority` (top level, or inside its `content` object)
+become the memory's (`value_rating`); with a formation model, an item without a priority is
+rated in the background (`formation.rating`).
 
 **Search** follows `BaseStore`: without a query, items come newest first; a `query` ranks every
 item under the prefix that passes the filter (`_graph.ranking`): by cosine similarity with the
@@ -149,6 +151,46 @@ def _moment(text: str) -> dt.datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
 
 
+def value_rating(value: Mapping[str, Any]) -> dict[str, Any]:
+    """The memory `type` and `priority` a store value gives, validated (absent keys: none).
+
+    Read from the value's top level, else from its `content` when that is an object (what
+    LangMem's tools write for a custom schema: `{"content": {"content": ..., "type": ...,
+    "priority": ...}}`).
+
+    Raises:
+        ConfigError: For a type that is not a memory type or a priority outside 0-100.
+    """
+    inner = value.get("content")
+    out: dict[str, Any] = {}
+    for key in ("type", "priority"):
+        if key in value:
+            out[key] = value[key]
+        elif isinstance(inner, Mapping) and key in inner:
+            out[key] = inner[key]
+    kind = out.get("type")
+    if kind is not None and kind not in MEMORY_TYPES:
+        msg = (
+            f"a store value's type must be one of {list(MEMORY_TYPES)} (or absent), "
+            f"got {kind!r:.40}"
+        )
+        raise ConfigError(msg)
+    if "type" in out and kind is None:
+        del out["type"]
+    priority = out.get("priority")
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 100
+    ):
+        msg = (
+            f"a store value's priority must be an integer 0-100 (or absent), got "
+            f"{priority!r:.40}; standing rules (-1) are written with add_memory"
+        )
+        raise ConfigError(msg)
+    if "priority" in out and priority is None:
+        del out["priority"]
+    return out
+
+
 def _check_minutes(name: str, value: object, *, optional: bool = True) -> float | None:
     if value is None and optional:
         return None
@@ -181,7 +223,9 @@ class TdaiStore(BaseStore):
         index: LangGraph's index config; only `fields` is used.
         ttl: LangGraph's `TTLConfig` (`default_ttl` in minutes, `refresh_on_read`,
             `sweep_interval_minutes`).
-        memory_type: Type of new memories written by puts.
+        memory_type: Type of new memories written by puts whose value gives none.
+        rate: Queues a stored memory for a background rating (`formation.rating`): set when
+            the memory has a formation model; items whose value gives no priority are rated.
         cross_scope: Let a search whose prefix stops above the user element search every
             scope (an administrative store; never give one to an agent).
     """
@@ -201,9 +245,11 @@ class TdaiStore(BaseStore):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         memory_type: MemoryType = "episodic",
+        rate: Callable[[Scope, str], None] | None = None,
         cross_scope: bool = False,
     ) -> None:
         self.memory = memory
+        self._rate = rate
         self.store = store
         self.hits = hits
         self._fresh = fresh
@@ -295,6 +341,8 @@ class TdaiStore(BaseStore):
             msg = f"index must be False, a list of field paths or None, got {op.index!r:.60}"
             raise ConfigError(msg)
         _check_minutes("ttl", op.ttl)
+        if isinstance(value, Mapping):
+            value_rating(value)
 
     def _run(self, op: object) -> Result:
         if isinstance(op, GetOp):
@@ -409,11 +457,15 @@ class TdaiStore(BaseStore):
             return
         ttl = _check_minutes("ttl", op.ttl)
         text, hidden, texts = self._texts(op.value, op.index)
+        rating = value_rating(op.value)
         part: dict[str, Any] = {"value": dict(op.value), "ns": list(namespace), "key": key}
         if hidden:
             part["index"] = False
         if ttl is not None:
             part["ttl"] = ttl
+        rate = self._rate is not None and "priority" not in rating and not hidden
+        if rate:  # `formation.rating` gives it a priority (and a type) in the background
+            part["rating"] = "pending-priority" if "type" in rating else "pending"
         vectors = None if hidden else self._field_vectors(key, texts)
         with self._write_lock:
             existing, free_id, stale = self._locate(scope, namespace, key)
@@ -435,9 +487,10 @@ class TdaiStore(BaseStore):
             }
             if ttl is not None:  # else no `expires_at`: the memory's `default_ttl_seconds` applies
                 fields["expires_at"] = expiry_after(ttl * 60)
-            self.memory.add_memories(
-                [_updated(existing, fields)], user_id=scope.user_id, agent_id=scope.agent_id
-            )
+            written = {**_updated(existing, fields), **rating}  # what the value says wins
+            self.memory.add_memories([written], user_id=scope.user_id, agent_id=scope.agent_id)
+        if rate and self._rate is not None:
+            self._rate(scope, memory_id)
 
     def _refresh(self, scope: Scope, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
         """Renew the expiry of the items that have a TTL (their write time stays)."""

@@ -26,7 +26,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, Self, cast
@@ -103,6 +103,7 @@ if TYPE_CHECKING:
     from langchain_tdai_recall._embedding.upkeep import VectorUpkeep
     from langchain_tdai_recall._turn import ToolBudget
     from langchain_tdai_recall.formation.manager import MemoryManager
+    from langchain_tdai_recall.formation.rating import Rater, RatingReport
     from langchain_tdai_recall.formation.report import ExtractionReport
     from langchain_tdai_recall.formation.scheduler import FormationScheduler
     from langchain_tdai_recall.graph_store import TdaiStore
@@ -209,6 +210,8 @@ class TdaiMemory:
             self._sweeper = ExpirySweeper(store, config.store.expiry_sweep_seconds)
             self._sweeper.start()
         self._manager: MemoryManager | None = None
+        self._rater: Rater | None = None
+        """Rates LangGraph-store items in the background once `as_store()` needed it."""
         self._formation_slot: list[FormationScheduler] = []
         """Memory formation's scheduler once `_start_formation` built it (a slot, so the
         finalizer can reach it without holding this object)."""
@@ -436,6 +439,10 @@ class TdaiMemory:
                 started = time.monotonic()
                 self._manager.close(forming)
                 forming = max(forming - (time.monotonic() - started), 0.0)
+            if self._rater is not None:  # ratings of store items due now
+                started = time.monotonic()
+                self._rater.close(forming)
+                forming = max(forming - (time.monotonic() - started), 0.0)
             shutdown(
                 self._writer,
                 self._formation_slot,
@@ -469,6 +476,9 @@ class TdaiMemory:
             return False
         manager = self._manager  # the memory tool's background consolidations come first
         if manager is not None and not manager.flush(deadline):
+            return False
+        rater = self._rater  # then the ratings of store items (a failed one waits: False)
+        if rater is not None and not rater.flush(deadline):
             return False
         formation = self._formation
         if formation is not None and not formation.flush(deadline):
@@ -941,7 +951,9 @@ class TdaiMemory:
             user_text: The user's message for this turn.
             user_id: Owner; `None` is the default user.
             agent_id: Agent; `None` is the user's shared memory.
-            session_key: Conversation of the turn.
+            session_key: Conversation of the turn. A session keeps the user profile it was
+                first shown (`recall.profile_hold_seconds`), so the system message does not
+                change when memories are added during it; `None` chooses it afresh every turn.
             system_prompt: The app's own system prompt. With `recall.language="auto"` its
                 language is the language of the system context (English when not given), which
                 keeps the system context byte-identical from turn to turn.
@@ -957,7 +969,9 @@ class TdaiMemory:
         scope = self.scope(user_id, agent_id)
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
-        request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
+        request = RecallRequest(
+            system_prompt=system_prompt, tools_guide=bool(tools_guide), session_key=session_key
+        )
         started = time.monotonic()
         result = self._engine.recall(self._user_text(user_text), scope, request)
         self._store_breaker.record(started=started, answered=result is not None)
@@ -977,7 +991,9 @@ class TdaiMemory:
         scope = self.scope(user_id, agent_id)
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
-        request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
+        request = RecallRequest(
+            system_prompt=system_prompt, tools_guide=bool(tools_guide), session_key=session_key
+        )
         started = time.monotonic()
         result = await self._engine.arecall(self._user_text(user_text), scope, request)
         self._store_breaker.record(started=started, answered=result is not None)
@@ -1141,6 +1157,30 @@ class TdaiMemory:
                 )
             return self._manager
 
+    def _store_rater(self) -> Callable[[Scope, str], None] | None:
+        """What queues a LangGraph-store item for rating; `None` without a formation model."""
+        formation = self._formation
+        if formation is None or self._store.read_only:
+            return None
+        with self._state_lock:
+            if self._rater is None:
+                from langchain_tdai_recall.formation.rating import Rater  # noqa: PLC0415
+
+                self._rater = Rater(
+                    store=self._store, caller=formation.engine.caller, config=self.config
+                )
+            return self._rater.enqueue
+
+    def rating_report(self) -> RatingReport | None:
+        """What the background rating of LangGraph-store items did (`None` when it never ran).
+
+        Items that `as_store()` stores without a `priority` in their value are rated by the
+        formation model (see `formation.rating`); the report counts the memories rated, the
+        failed calls (each retried) and the memories still waiting.
+        """
+        rater = self._rater
+        return rater.report() if rater is not None else None
+
     def _require_formation(self) -> FormationScheduler:
         self._check_open()
         formation = self._formation
@@ -1205,14 +1245,17 @@ class TdaiMemory:
     def end_session(
         self, session_key: str, *, user_id: str | None = None, agent_id: str | None = None
     ) -> None:
-        """Tell formation a session ended: its pending turns are formed now, in the background.
+        """Tell recall and formation a session ended.
 
-        Does nothing without a chat model. Never waits for the model or the database.
+        The user profile the session held (`recall.profile_hold_seconds`) is released, so its
+        next recall chooses it afresh; with a chat model, the session's pending turns are formed
+        now, in the background. Never waits for the model or the database.
         """
         scope = self.scope(user_id, agent_id)
         if not isinstance(cast("object", session_key), str):
             msg = f"session_key must be a string, got {type(session_key).__name__}"
             raise ConfigError(msg)
+        self._engine.holds.end(scope, session_key)
         formation = self._formation
         if formation is not None:
             formation.end_session(scope, clean_text(session_key))
@@ -1522,6 +1565,7 @@ class TdaiMemory:
             index=index,
             ttl=ttl,
             memory_type=memory_type,
+            rate=self._store_rater(),
             cross_scope=cross_scope,
         )
         if graph_store.sweep_seconds is not None and self._sweeper is not None:
@@ -1600,6 +1644,8 @@ class TdaiMemory:
             scopes += [s for s in self._store.user_scopes(scope.user_id) if s != scope]
         from langchain_tdai_recall._facade.forget import erase_scopes  # noqa: PLC0415
 
+        for each in scopes:  # the profiles sessions hold keep memory text: drop them too
+            self._engine.holds.end(each)
         return erase_scopes(
             self._store,
             scopes,

@@ -265,7 +265,7 @@ class LayerIndex:
 
     def _track_priority(self, rowid: int, meta: RowMeta) -> None:
         if self.layer == "l1":
-            self._profile.add(rowid, meta)
+            self._profile.add(rowid, meta, self._active(rowid))
         if self.layer == "l1" and (
             meta.priority >= TRACKED_PRIORITY
             or (meta.priority == -1 and meta.kind == "instruction")
@@ -325,7 +325,9 @@ class LayerIndex:
             self._version += 1
             self.high_priority = {}
             if self.layer == "l1":
-                self._profile.reset(self.meta.items())
+                self._profile.reset(
+                    (rowid, meta, self._active(rowid)) for rowid, meta in self.meta.items()
+                )
                 self.high_priority = {
                     rowid: meta.priority
                     for rowid, meta in self.meta.items()
@@ -407,6 +409,13 @@ class LayerIndex:
             self.extras.pop(rowid, None)
             self._hidden.discard(rowid)
             self._expiring.pop(rowid, None)
+
+    def _active(self, rowid: int) -> float | None:
+        """The activity time of an L1 row (its end, else its start or timestamp), if any."""
+        extras = self.extras.get(rowid)
+        if extras is None:
+            return None
+        return extras.active_to if extras.active_to is not None else extras.active_from
 
     def _track_extras(self, row: MemoryRow) -> None:
         extras = row_extras(row.record)
