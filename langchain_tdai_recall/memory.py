@@ -562,6 +562,20 @@ class TdaiMemory:
         if self._upkeep is not None:
             self._upkeep.wake()
 
+    def _fresh_vectors(self, scope: Scope) -> None:
+        """Read-your-writes for a search by meaning: embed the scope's rows still without one.
+
+        Bounded by `embedding.query_timeout_ms`; what is not done by then stays with the
+        background upkeep. Automatic recall never calls this (it stays latency-first and
+        reports `pending_vectors`). A read-only memory has nothing to do it with.
+        """
+        upkeep = self._upkeep
+        if upkeep is None:
+            return
+        index = self._store.index(scope, "l1")
+        if index is not None and index.unembedded_rows():
+            upkeep.embed_scope_now(scope, self.config.embedding.query_timeout_ms / 1000)
+
     def reindex(self, *, show_progress: bool | None = None) -> int:
         """Embed now, on this thread, every stored row whose vector is missing or stale.
 
@@ -995,6 +1009,7 @@ class TdaiMemory:
         created_before: dt.datetime | dt.date | str | None = None,
         active_after: dt.datetime | dt.date | str | None = None,
         active_before: dt.datetime | dt.date | str | None = None,
+        wait_for_vectors: bool = False,
     ) -> list[MemoryHit]:
         """Search the scope's L1 memories with recall's ranking: the best hits the caller asked for.
 
@@ -1002,6 +1017,12 @@ class TdaiMemory:
         `recall.score_threshold`, a search returns the best-ranked `limit` memories whose
         relevance reaches a low floor (`tools.min_score`, or `min_score` here), like the
         `tdai_memory_search` tool.
+
+        Vectors are computed in the background after a write, so a search right after one may
+        rank the newest memories by their keywords only. `wait_for_vectors=True` first embeds
+        the scope's memories still without a vector (read-your-writes, as the retriever and
+        the LangGraph store do), bounded by `embedding.query_timeout_ms`; past it the search
+        runs with what it has.
 
         Args:
             query: What to look for.
@@ -1018,12 +1039,14 @@ class TdaiMemory:
             active_after: Only memories whose activity (start/end times or timestamp) ends at
                 or after this; memories without activity times are left out.
             active_before: Only memories whose activity starts at or before this.
+            wait_for_vectors: Embed the scope's memories still without a vector first.
 
         Returns:
             Hits, best ranked first; `score` is the relevance in 0..1. Expired memories are
             never returned.
         """
         scope = self.scope(user_id, agent_id)
+        check_flag("wait_for_vectors", wait_for_vectors)
         if type is not None and type not in MEMORY_TYPES:
             msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {shown(type)}"
             raise ConfigError(msg)
@@ -1035,6 +1058,8 @@ class TdaiMemory:
             active_after=active_after,
             active_before=active_before,
         )
+        if wait_for_vectors:
+            self._fresh_vectors(scope)
         return self._hits.memories(
             scope, query, limit=limit, min_score=min_score, kind=type, scene=scene, where=where
         )
@@ -1489,6 +1514,7 @@ class TdaiMemory:
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         memory_type: MemoryType = "episodic",
+        cross_scope: bool = False,
     ) -> TdaiStore:
         """This memory as a LangGraph `BaseStore` (`TdaiStore`).
 
@@ -1497,18 +1523,23 @@ class TdaiMemory:
 
         Items are memories of the scope their namespace names: with the default template
         `("memories", "{user_id}")` the item `(("memories", "alice"), key)` is memory `key` of
-        user `alice`; automatic recall for alice sees its text. See `graph_store` for values,
-        `index`, filters and TTL.
+        user `alice`, and so is `(("memories", "alice", "work"), key2)`; automatic recall for
+        alice sees their text. See `graph_store` for values, `index`, search, filters and TTL.
 
         Args:
             namespace: The namespace template: literals and `"{user_id}"` (once), optionally
-                `"{agent_id}"`; namespaces of another form are refused (`ScopeError`).
+                `"{agent_id}"`. An item's namespace starts like it and may go deeper;
+                namespaces that do not start like it are refused (`NamespaceError`, a
+                `ScopeError`). `("{user_id}",)` makes the first element the user.
             agent_id: The agent of every item when the template has no `"{agent_id}"`.
             index: LangGraph's `IndexConfig`; its `fields` choose the text of a value.
             ttl: LangGraph's `TTLConfig` (`default_ttl` minutes, `refresh_on_read`;
                 `sweep_interval_minutes` shortens the memory's background expiry sweep to that
                 interval when `store.expiry_sweep_seconds` is longer).
             memory_type: Type of the memories new items become.
+            cross_scope: Let a search whose prefix stops above the user element search every
+                user's items (an administrative store: never give it to an agent). Without it
+                such a search raises `NamespaceError`.
 
         Raises:
             ConfigError: If an argument is invalid.
@@ -1516,16 +1547,21 @@ class TdaiMemory:
         self._check_open()
         from langchain_tdai_recall.graph_store import TdaiStore  # noqa: PLC0415 - langgraph
 
+        upkeep = self._upkeep
+        timeout = self.config.embedding.query_timeout_ms / 1000
         graph_store = TdaiStore(
             self,
             store=self._store,
             hits=self._hits,
+            fresh=self._fresh_vectors if upkeep is not None else None,
+            embed=(lambda texts: upkeep.embed_now(texts, timeout)) if upkeep is not None else None,
             namespace=namespace,
             agent_id=agent_id,
             index=index,
             ttl=ttl,
             memory_type=memory_type,
             rate=self._store_rater(),
+            cross_scope=cross_scope,
         )
         if graph_store.sweep_seconds is not None and self._sweeper is not None:
             self._sweeper.sweep_at_least_every(graph_store.sweep_seconds)

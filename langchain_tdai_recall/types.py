@@ -161,7 +161,7 @@ class MemoryRecord:
     """Last write time (UTC, ISO-8601)."""
     metadata: Mapping[str, Any] = field(default_factory=dict, hash=False)
     """A small JSON object of the application's own (str keys, JSON values); `search_memories`
-    filters on it by equality. Items of `TdaiStore` keep their key and value under
+    filters on it by equality. Items of `TdaiStore` keep their value, namespace and key under
     `"tdai_store"`."""
     expires_at: str | None = None
     """When the memory expires (UTC, ISO-8601), or `None` for never. An expired memory is never

@@ -548,6 +548,24 @@ class LayerIndex:
         with self._vlock:
             return len(self.vectors) if self.vectors is not None else 0
 
+    def unembedded_rows(self) -> list[int]:
+        """Searchable rows that have no vector of the current embedder yet, in reference order.
+
+        What a search by meaning would miss right after a write: the background upkeep
+        (`_embedding.upkeep.VectorUpkeep`) embeds these shortly. Hidden and expired rows are
+        left out, since no query search returns them. Usually empty, and then found in O(1).
+        """
+        excluded = self.excluded()
+        with self._writing():
+            vectors = self.vectors
+            if vectors is not None and len(vectors) >= len(self.meta):
+                return []
+            return [
+                rowid
+                for rowid in self.meta
+                if rowid not in excluded and (vectors is None or rowid not in vectors)
+            ]
+
     def vector_dim(self) -> int | None:
         """Dimension of the indexed vectors, or `None` before the first vector."""
         with self._vlock:

@@ -274,3 +274,18 @@ def test_an_unusable_answer_leaves_the_memory_waiting() -> None:
         assert "unrated" in (report.last_error or "")
         stored = memory.get_memory("k", user_id="alice")
         assert stored is not None and stored.priority == 50
+
+
+def test_items_in_sub_namespaces_are_rated_by_their_memory_id(
+    rated: tuple[TdaiMemory, ScriptedFormationModel],
+) -> None:
+    # the same key in two namespaces: the second item lives at a derived memory id (issue 24)
+    memory, _ = rated
+    store = memory.as_store()
+    store.put(("memories", "alice", "health"), "k", {"content": ALLERGY})
+    store.put(("memories", "alice", "hobbies"), "k", {"content": "Alice enjoys board games"})
+    assert memory.flush(timeout=30)
+    ratings = {m.content: (m.type, m.priority) for m in memory.list_memories(user_id="alice")}
+    assert ratings == {ALLERGY: ("persona", 95), "Alice enjoys board games": ("episodic", 55)}
+    item = store.get(("memories", "alice", "hobbies"), "k")
+    assert item is not None and item.value == {"content": "Alice enjoys board games"}
