@@ -189,6 +189,7 @@ class TdaiMemory:
             executor=self._recall_pool,
             reranker=reranker,
             rerank_executor=self._rerank_pool,
+            breaker=self._store_breaker,
         )
         self._hits = HitSearch(store, self._searcher, config)
         self._upkeep: VectorUpkeep | None = None
@@ -972,10 +973,7 @@ class TdaiMemory:
         request = RecallRequest(
             system_prompt=system_prompt, tools_guide=bool(tools_guide), session_key=session_key
         )
-        started = time.monotonic()
-        result = self._engine.recall(self._user_text(user_text), scope, request)
-        self._store_breaker.record(started=started, answered=result is not None)
-        return result
+        return self._engine.recall(self._user_text(user_text), scope, request)
 
     async def arecall(
         self,
@@ -994,10 +992,7 @@ class TdaiMemory:
         request = RecallRequest(
             system_prompt=system_prompt, tools_guide=bool(tools_guide), session_key=session_key
         )
-        started = time.monotonic()
-        result = await self._engine.arecall(self._user_text(user_text), scope, request)
-        self._store_breaker.record(started=started, answered=result is not None)
-        return result
+        return await self._engine.arecall(self._user_text(user_text), scope, request)
 
     def search_memories(
         self,

@@ -16,6 +16,7 @@ __all__ = [
     "ImportReport",
     "Language",
     "LanguageSetting",
+    "MemoryChannel",
     "MemoryHit",
     "MemoryRecord",
     "MemoryType",
@@ -67,7 +68,25 @@ Strategy: TypeAlias = Literal["hybrid", "embedding", "keyword"]
 """
 
 RecallStrategy: TypeAlias = Literal["hybrid", "embedding", "keyword", "skipped"]
-"""Strategy a recall actually used; `skipped` when the text was too short to search."""
+"""Strategy a recall actually used: the legs whose scores ranked its candidates.
+
+`hybrid` or `embedding` only when the embedding leg scored at least one memory for this message;
+`keyword` when only the keyword leg did (no embedder, an embedder that failed or timed out, no
+vector computed yet or a store re-embedding after an embedder change, an empty scope); `skipped`
+when the text was too short to search.
+"""
+
+MemoryChannel: TypeAlias = Literal["block", "standing_rule", "pinned", "profile"]
+"""Where a recalled memory reached the model.
+
+- `block`: the `<relevant-memories>` block in front of the user's message, chosen by search for
+  this message.
+- `standing_rule`: `<standing-instructions>` in the system context (instructions of priority -1),
+  every turn.
+- `pinned`: `<key-memories>` in the system context (priority >= `recall.pin_priority`), every turn.
+- `profile`: `<user-profile>` in the system context (the scope's other important memories, as far
+  as the profile's budget reaches), every turn.
+"""
 
 Language: TypeAlias = Literal["zh", "en"]
 """Language of the text this package writes into prompts."""
@@ -223,15 +242,19 @@ class MessageHit:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecalledMemory:
-    """One L1 memory injected by recall, with its real scores."""
+    """One L1 memory injected by recall, where it reached the model, with its real scores."""
 
     id: str
     """Memory id."""
     content: str
     """Memory text as stored (before escaping and budgeting)."""
-    score: float
-    """Relevance in [0, 1]: 0.7 x cosine + 0.3 x keyword coverage (hybrid), or the one leg's
-    number; the number the injection threshold compares (see `recall.search`)."""
+    score: float | None
+    """Relevance to this turn's message in [0, 1]: 0.7 x cosine + 0.3 x keyword coverage
+    (hybrid), or the one leg's number (see `recall.search`). For the memory block, the number
+    the injection threshold compared (never `None`). A memory of the system context (`channel`
+    other than `block`) is injected whatever the message; it has the score this turn's search
+    gave it when the search scored it, and `None` when the search did not (it was not among
+    the candidates, or no search ran)."""
     type: MemoryType
     """Memory type."""
     scene_name: str = ""
@@ -244,6 +267,8 @@ class RecalledMemory:
     """The reranker's `relevance_score`, when a reranker chose the memory and gave one."""
     truncated: bool = False
     """Whether the injected line was cut to fit a budget."""
+    channel: MemoryChannel = "block"
+    """Where the memory reached the model: the memory block, or a part of the system context."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -286,7 +311,8 @@ class RecallResult:
     append_system_context: str | None
     """Persona, scene navigation and tools guide, or `None` when there is nothing to add."""
     memories: tuple[RecalledMemory, ...] = ()
-    """Injected L1 memories in order."""
+    """The memory block's L1 memories in order, each with its score (`channel="block"`): one per
+    line of `prepend_context`. The memories of the system context are in `injected`."""
     persona: str | None = None
     """The persona text that was injected."""
     scene_count: int = 0
@@ -323,6 +349,11 @@ class RecallResult:
     """Whether a reranker chose `memories` (otherwise the relevance threshold did)."""
     language: Language = "en"
     """Language the memory block was written in."""
+    injected: tuple[RecalledMemory, ...] = ()
+    """Every L1 memory that reached the model this turn, with its channel and score, in the
+    order the model reads them: the system context's standing rules, pinned memories and
+    profile, then the memory block (`memories`). A profile memory the message is about is
+    listed twice, once per channel that carries it."""
 
     @property
     def injected_chars(self) -> int:
@@ -334,7 +365,7 @@ class RecallResult:
         esc = html.escape
         rows = "".join(
             "<tr>"
-            f"<td>{i}</td><td>{m.score:.4f}</td>"
+            f"<td>{i}</td><td>{'' if m.score is None else f'{m.score:.4f}'}</td>"
             f"<td>{'' if m.keyword_score is None else f'{m.keyword_score:.3f}'}</td>"
             f"<td>{'' if m.embedding_score is None else f'{m.embedding_score:.3f}'}</td>"
             f"<td>{esc(m.type)}</td><td>{esc(m.scene_name)}</td>"

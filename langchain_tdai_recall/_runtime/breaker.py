@@ -8,6 +8,10 @@ fail at once with a clear message instead of waiting again. Recall itself is nev
 probes the store on every turn within its own budget, and the first call that answers in time
 (a recall or a tool call) closes the breaker again. Backend-agnostic: it only looks at how long
 calls took and whether they answered.
+
+Only the store's own failure opens it: recall reports its store work alone (`recall.driver`),
+which runs on threads that never wait for the embedder or a reranker, so a hung or slow model
+neither delays that work nor counts against the store.
 """
 
 from __future__ import annotations
@@ -46,13 +50,17 @@ class StoreBreaker:
 
     @classmethod
     def for_recall(cls, recall_timeout_ms: int) -> StoreBreaker:
-        """A breaker whose budget is a second, or 90 % of the recall budget if that is shorter.
+        """A breaker whose budget is a second, or half the recall budget if that is shorter.
 
-        With recall switched off (`recall_timeout_ms=0`) the budget is the second.
+        Half: the store work of a recall has at least the part of the budget the query
+        embedding leaves it (`embedding.query_timeout_ms` is below the recall timeout, two
+        fifths of it by default), so a store that does not answer is noticed even in a turn
+        whose embedder was slow too. With recall switched off (`recall_timeout_ms=0`) the budget
+        is the second.
         """
         budget_s = 1.0
         if recall_timeout_ms > 0:
-            budget_s = min(0.9 * recall_timeout_ms / 1000, budget_s)
+            budget_s = min(0.5 * recall_timeout_ms / 1000, budget_s)
         return cls(budget_s=budget_s)
 
     def remaining(self) -> float:

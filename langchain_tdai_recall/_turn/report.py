@@ -18,6 +18,7 @@ from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_eve
 from langchain_tdai_recall._runtime.failure import report_failure
 from langchain_tdai_recall._turn.identity import TurnIdentity
 from langchain_tdai_recall._turn.recall import RecallOutcome
+from langchain_tdai_recall.types import MemoryChannel
 
 if TYPE_CHECKING:
     from langchain_tdai_recall._turn.host import MemoryHost
@@ -84,14 +85,21 @@ def capture_turn(
 
 
 class TurnMemory(TypedDict):
-    """One recalled memory in a `TurnEvent`."""
+    """One memory that reached the model in a turn, in a `TurnEvent`."""
 
+    id: str
+    """Memory id."""
     content: str
     """The memory text."""
-    score: float
-    """Relevance in [0, 1] (`RecalledMemory.score`): what the injection threshold compared."""
+    score: float | None
+    """Relevance to the turn's message in [0, 1] (`RecalledMemory.score`): for the memory block
+    what the injection threshold compared; for the system context the score this turn's search
+    gave the memory, or `None` when the search did not score it (it is injected every turn)."""
     type: str
     """Memory type."""
+    channel: MemoryChannel
+    """Where it reached the model: `block` (the memory block before the user's message), or the
+    system context's `standing_rule`, `pinned` or `profile`."""
 
 
 class TurnEvent(TypedDict):
@@ -104,8 +112,9 @@ class TurnEvent(TypedDict):
     session_key: str
     """Session the turn belongs to."""
     memories: list[TurnMemory]
-    """Memories injected in the memory block, best ranked first, with their relevance (memories
-    pinned into the system context are not repeated here)."""
+    """Every memory that reached the model this turn, with its channel and score, in the order
+    the model reads them (`RecallResult.injected`): the system context's standing rules, pinned
+    memories and profile, then the memory block, best ranked first."""
     persona_injected: bool
     """Whether a persona was part of the injected system context."""
     strategy: str
@@ -114,9 +123,9 @@ class TurnEvent(TypedDict):
     """Memories of the scope whose vectors were not computed yet at recall time (the vector leg
     could not see them; with none computed at all, `strategy` is `keyword`)."""
     pinned: int
-    """Memories pinned by priority into the system context this turn."""
+    """Memories pinned by priority into the system context this turn (listed in `memories`)."""
     profile: int
-    """Memories in the user profile of the system context this turn."""
+    """Memories in the user profile of the system context this turn (listed in `memories`)."""
     recall_ms: float
     """Recall duration."""
     injected_chars: int
@@ -146,8 +155,8 @@ def turn_event(
         agent_id=identity.scope.agent_id,
         session_key=identity.session_key,
         memories=[
-            TurnMemory(content=m.content, score=m.score, type=m.type)
-            for m in (result.memories if result is not None else ())
+            TurnMemory(id=m.id, content=m.content, score=m.score, type=m.type, channel=m.channel)
+            for m in (result.injected if result is not None else ())
         ],
         persona_injected=bool(result is not None and result.persona),
         strategy=result.strategy if result is not None else "none",

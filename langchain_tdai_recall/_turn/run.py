@@ -6,7 +6,8 @@ handlers and tracing see as one child run of type `retriever` named `tdai_recall
 query is the turn's message; its documents are the memories recall injected, the memory block
 first (`injected_as="memories"`, with their scores), then the standing rules, the memories
 pinned by priority and the user profile of the system context (`standing_rule`, `pinned`,
-`profile`, without a score: recall did not rank them). Its start and end times are the recall's.
+`profile`: injected whatever the message, with the score this turn's search gave them where it
+scored them, else `score=None`). Its start and end times are the recall's.
 A recall that failed or timed out ends the run with `on_retriever_error`; the turn goes on.
 
 Nothing here runs, and no `Document` is built, when the run has no callback handler (no
@@ -116,8 +117,16 @@ def _recalled_document(memory: RecalledMemory, scope: Scope) -> Document:
     return Document(id=memory.id, page_content=memory.content, metadata=metadata)
 
 
-def _system_document(record: MemoryRecord, injected_as: InjectedAs) -> Document:
-    metadata = {"injected_as": injected_as, **_record_metadata(record)}
+def _system_document(
+    record: MemoryRecord, injected_as: InjectedAs, scored: RecalledMemory | None
+) -> Document:
+    metadata = {
+        "injected_as": injected_as,
+        **_record_metadata(record),
+        "score": scored.score if scored is not None else None,
+        "keyword_score": scored.keyword_score if scored is not None else None,
+        "embedding_score": scored.embedding_score if scored is not None else None,
+    }
     return Document(id=record.id, page_content=record.content, metadata=metadata)
 
 
@@ -126,13 +135,16 @@ def recall_documents(result: RecallResult | None, scope: Scope) -> list[Document
     if result is None:
         return []
     documents = [_recalled_document(m, scope) for m in result.memories]
+    scores: dict[tuple[str, str], RecalledMemory] = {(m.channel, m.id): m for m in result.injected}
     parts: tuple[tuple[InjectedAs, tuple[MemoryRecord, ...]], ...] = (
         ("standing_rule", result.standing_rules),
         ("pinned", result.pinned),
         ("profile", result.profile),
     )
     for injected_as, records in parts:
-        documents.extend(_system_document(r, injected_as) for r in records)
+        documents.extend(
+            _system_document(r, injected_as, scores.get((injected_as, r.id))) for r in records
+        )
     return documents
 
 

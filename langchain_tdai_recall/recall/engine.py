@@ -1,26 +1,26 @@
 """The recall engine: one user message in, the two injection blocks out (SPEC §2).
 
-Recall runs on a worker thread and the caller waits at most `recall.timeout_ms` for it, in sync
-and async use alike. Past the deadline the caller gets `None` (nothing is injected) and one
-WARNING; the late result is discarded. A backend failure is handled the same way unless
-`recall.on_error="raise"`, and a failed reranker leaves the fused order: the package's one
-failure policy (`_runtime.failure`) decides and logs both.
+Recall's store work runs on worker threads and the caller waits at most `recall.timeout_ms` for
+it, in sync and async use alike; the models it asks (the query embedder, a reranker) are waited
+for on the caller's side, never on those threads (`recall.driver`). Past the deadline the caller
+gets `None` (nothing is injected) and one WARNING; the late result is discarded. A backend
+failure is handled the same way unless `recall.on_error="raise"`, and a failed reranker leaves
+the fused order: the package's one failure policy (`_runtime.failure`) decides and logs both.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Generator, Mapping, Sequence
 from concurrent.futures import Executor
-from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from langchain_tdai_recall._runtime.failure import log_failure, report_failure, report_timeout
 from langchain_tdai_recall.config import TdaiConfig
+from langchain_tdai_recall.recall.driver import ModelCall, RecallSteps, adrive, drive
 from langchain_tdai_recall.recall.gate import injected
 from langchain_tdai_recall.recall.holds import HeldProfile, ProfileHolds
 from langchain_tdai_recall.recall.prompt import (
@@ -31,9 +31,10 @@ from langchain_tdai_recall.recall.prompt import (
     render_system_context,
     truncation_suffix,
 )
-from langchain_tdai_recall.recall.rerank import Reranked, rerank
+from langchain_tdai_recall.recall.rerank import Reranked, start_rerank
 from langchain_tdai_recall.recall.search import (
     CANDIDATES_PER_RESULT,
+    QueryVector,
     RankedHit,
     Searcher,
     SearchOutcome,
@@ -44,6 +45,7 @@ from langchain_tdai_recall.text.clean import clean_query, content_text
 from langchain_tdai_recall.text.tokens import estimate_tokens
 from langchain_tdai_recall.types import (
     Language,
+    MemoryChannel,
     MemoryRecord,
     RecalledMemory,
     RecallResult,
@@ -52,6 +54,7 @@ from langchain_tdai_recall.types import (
 )
 
 if TYPE_CHECKING:
+    from langchain_tdai_recall._runtime.breaker import StoreBreaker
     from langchain_tdai_recall.stores._index.layer import LayerIndex
 
 __all__ = ["MIN_QUERY_CHARS", "RecallEngine"]
@@ -109,6 +112,9 @@ class _KeyMemories:
     """The pinned memories' lines."""
     profile_lines: tuple[str, ...] = ()
     """The profile's lines."""
+    refs_by_id: Mapping[str, int] = field(default_factory=dict)
+    """Memory id -> row reference of the rules and pinned memories (with `profile_rows`, what
+    finds the scores this turn's search gave the system context's memories)."""
     profile_rows: tuple[tuple[int, str], ...] = ()
     """(row reference, last write time) of the profile's memories."""
 
@@ -134,6 +140,7 @@ class RecallEngine:
         executor: Executor,
         reranker: Any = None,
         rerank_executor: Executor | None = None,
+        breaker: StoreBreaker | None = None,
     ) -> None:
         self.store = store
         self.searcher = searcher
@@ -142,6 +149,8 @@ class RecallEngine:
         """Optional `BaseDocumentCompressor` that reorders and selects the candidates."""
         self._executor = executor
         self._rerank_executor = rerank_executor or executor
+        self._breaker = breaker
+        """Told whether the store work of each recall answered in time (`recall.driver`)."""
         self._tz: dt.tzinfo = config.tzinfo()
         self.holds = ProfileHolds()
         """The profile each live session was first shown (`recall.holds`)."""
@@ -156,13 +165,14 @@ class RecallEngine:
         if not cfg.enabled:
             return None
         deadline = time.monotonic() + cfg.timeout_ms / 1000
-        future = self._executor.submit(
-            self._recall, user_text, scope, request or RecallRequest(), deadline
-        )
         try:
-            return future.result(timeout=cfg.timeout_ms / 1000)
-        except FutureTimeout:
-            future.cancel()
+            return drive(
+                lambda: self._recall(user_text, scope, request or RecallRequest(), deadline),
+                executor=self._executor,
+                deadline=deadline,
+                breaker=self._breaker,
+            )
+        except TimeoutError:
             report_timeout(cfg.timeout_ms, on_error=cfg.on_error)
         except Exception as exc:
             report_failure(exc, action="recall", on_error=cfg.on_error, degraded=_NOTHING_INJECTED)
@@ -176,12 +186,13 @@ class RecallEngine:
         if not cfg.enabled:
             return None
         deadline = time.monotonic() + cfg.timeout_ms / 1000
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(
-            self._executor, self._recall, user_text, scope, request or RecallRequest(), deadline
-        )
         try:
-            return await asyncio.wait_for(future, timeout=cfg.timeout_ms / 1000)
+            return await adrive(
+                lambda: self._recall(user_text, scope, request or RecallRequest(), deadline),
+                executor=self._executor,
+                deadline=deadline,
+                breaker=self._breaker,
+            )
         except TimeoutError:
             report_timeout(cfg.timeout_ms, on_error=cfg.on_error)
         except Exception as exc:
@@ -270,6 +281,7 @@ class RecallEngine:
                     format_memory_line(r, tz=self._tz, language=language) for r in pinned_records
                 ),
                 profile_lines=tuple(line for _, line, _ in profile),
+                refs_by_id={rec.id: rowid for rowid, rec in (*rules, *pinned)},
                 profile_rows=tuple((rowid, rec.updated_at) for rec, _, rowid in profile),
             )
 
@@ -374,8 +386,11 @@ class RecallEngine:
         outcome: SearchOutcome,
         pinned_refs: frozenset[int],
         deadline: float,
-    ) -> tuple[Reranked | None, str | None]:
-        """The reranker's verdict on the best fused candidates, or why there is none."""
+    ) -> Generator[ModelCall, object, tuple[Reranked | None, str | None]]:
+        """The reranker's verdict on the best fused candidates, or why there is none.
+
+        Yields the reranker's call: the recall waits for it outside its worker thread.
+        """
         cfg = self.config
         # no relevance floor: judging what the two legs rank low is the reranker's job
         pool = [h for h in outcome.hits if h.rowid not in pinned_refs][
@@ -385,20 +400,50 @@ class RecallEngine:
             return None, None
         records = self.store.memories_by_ref(scope, [h.rowid for h in pool])
         try:
-            return (
-                rerank(
-                    self.reranker,
-                    query,
-                    pool,
-                    records,
-                    executor=self._rerank_executor,
-                    deadline=deadline,
-                ),
-                None,
+            call = start_rerank(
+                self.reranker,
+                query,
+                pool,
+                records,
+                executor=self._rerank_executor,
+                deadline=deadline,
+                budget_s=cfg.recall.timeout_ms / 1000,
             )
+            returned = yield ModelCall(call.future, call.timeout_s, call.timeout_error)
+            return call.finish(returned), None
         except Exception as exc:  # the reranker must never break recall
             log_failure(exc, action="reranker", degraded="injecting the fused order")
             return None, f"reranker failed: {type(exc).__name__}: {exc}"
+
+    def _query_embedding(
+        self, query: str, scope: Scope, deadline: float, timings: dict[str, float]
+    ) -> Generator[ModelCall, object, QueryVector]:
+        """The query's vector for this recall's search, or why there is none.
+
+        Started only when the search could use it; yields the embedder's call, which the
+        recall waits for outside its worker thread. The embedding must come within
+        `embedding.query_timeout_ms` of the recall's start, so the store work always keeps the
+        rest of the recall budget, however long it took before the embedding started (a cold
+        index, a loaded machine). The wait goes into `timings["embed"]`.
+        """
+        cfg = self.config
+        if not self.searcher.wants_query_vector(scope, "l1", cfg.recall.strategy):
+            return QueryVector(None, "no memory of the scope had a vector when recall began")
+        embed_by = deadline - (cfg.recall.timeout_ms - cfg.embedding.query_timeout_ms) / 1000
+        budget_ms = (embed_by - time.monotonic()) * 1000
+        started = time.perf_counter()
+        call = self.searcher.start_query_embedding(query, timeout_ms=budget_ms)
+        if isinstance(call, QueryVector):
+            return call
+        try:
+            raw = yield ModelCall(call.future, call.timeout_s, TimeoutError)
+        except TimeoutError:
+            return call.timed_out(cfg.embedding.query_timeout_ms)
+        except Exception as exc:
+            return call.failed(exc)
+        finally:
+            timings["embed"] = (time.perf_counter() - started) * 1000
+        return call.vector(raw)
 
     def _block(
         self,
@@ -461,7 +506,8 @@ class RecallEngine:
 
     def _recall(
         self, user_text: object, scope: Scope, request: RecallRequest, deadline: float
-    ) -> RecallResult:
+    ) -> RecallSteps:
+        """One recall, as store work that yields the model calls it waits for (`recall.driver`)."""
         cfg = self.config.recall
         started = time.perf_counter()
         timings: dict[str, float] = {}
@@ -475,6 +521,7 @@ class RecallEngine:
         reranked = False
         pending = 0
         rerank_scores: dict[int, float] = {}
+        outcome: SearchOutcome | None = None
         t_pinned = time.perf_counter()
         key, held_out = self._held(
             self._pinned(scope, system_language), scope, system_language, request
@@ -482,6 +529,7 @@ class RecallEngine:
         pinned_refs = key.refs
         timings["pinned"] = (time.perf_counter() - t_pinned) * 1000
         if len(query) >= MIN_QUERY_CHARS and cfg.max_results > 0:
+            embedded = yield from self._query_embedding(query, scope, deadline, timings)
             outcome = self.searcher.search(
                 scope,
                 "l1",
@@ -489,6 +537,7 @@ class RecallEngine:
                 limit=cfg.max_results + len(pinned_refs),
                 strategy=cfg.strategy,
                 deadline=deadline,
+                embedded=embedded,
             )
             strategy, error = outcome.strategy, outcome.error
             pending = outcome.pending_vectors
@@ -496,7 +545,9 @@ class RecallEngine:
             chosen: list[RankedHit] | None = None
             if self.reranker is not None:
                 t_rerank = time.perf_counter()
-                verdict, rerank_error = self._rerank(query, scope, outcome, pinned_refs, deadline)
+                verdict, rerank_error = yield from self._rerank(
+                    query, scope, outcome, pinned_refs, deadline
+                )
                 timings["rerank"] = (time.perf_counter() - t_rerank) * 1000
                 if verdict is not None:
                     chosen, rerank_scores = verdict.hits[: cfg.max_results], verdict.scores
@@ -545,6 +596,7 @@ class RecallEngine:
             reranked=reranked,
             language=language,
             pending_vectors=pending,
+            injected=_reached_model(key, memories, outcome),
         )
         logger.debug(
             "recall strategy=%s memories=%d rules=%d pinned=%d total=%.1f ms timings=%s",
@@ -556,6 +608,43 @@ class RecallEngine:
             timings,
         )
         return result
+
+
+def _reached_model(
+    key: _KeyMemories, block: Sequence[RecalledMemory], outcome: SearchOutcome | None
+) -> tuple[RecalledMemory, ...]:
+    """Every memory that reached the model, in reading order, with the scores search gave it.
+
+    The system context's standing rules, pinned memories and profile come first (with this
+    turn's search scores where the search scored them, else `None`), then the memory block.
+    """
+    scored = {h.rowid: h for h in outcome.hits} if outcome is not None else {}
+    refs = {
+        **key.refs_by_id,
+        **{rec.id: ref for rec, (ref, _) in zip(key.profile, key.profile_rows, strict=False)},
+    }
+    channels: tuple[tuple[MemoryChannel, tuple[MemoryRecord, ...]], ...] = (
+        ("standing_rule", key.rules),
+        ("pinned", key.pinned),
+        ("profile", key.profile),
+    )
+    system = []
+    for channel, records in channels:
+        for rec in records:
+            hit = scored.get(refs.get(rec.id, -1))
+            system.append(
+                RecalledMemory(
+                    id=rec.id,
+                    content=rec.content,
+                    score=hit.score if hit is not None else None,
+                    type=rec.type,
+                    scene_name=rec.scene_name,
+                    keyword_score=hit.keyword_score if hit is not None else None,
+                    embedding_score=hit.embedding_score if hit is not None else None,
+                    channel=channel,
+                )
+            )
+    return (*system, *block)
 
 
 def _pinned_candidates(

@@ -113,12 +113,12 @@ class HitSearch:
             return None, text
         if self._searcher.embeddings is None:
             return None, text
-        vector, error = self._searcher.embed_query(
+        embedded = self._searcher.embed_query(
             text, timeout_ms=self._config.embedding.query_timeout_ms
         )
-        if vector is None:
-            logger.warning("store search: %s; ranking by keywords", error)
-        return vector, text
+        if embedded.vector is None:
+            logger.warning("store search: %s; ranking by keywords", embedded.error)
+        return embedded.vector, text
 
     def _ranked(
         self,

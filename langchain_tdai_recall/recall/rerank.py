@@ -9,7 +9,9 @@ the relevance threshold. That is how a memory the legs rank low ("allergic to pe
 I have a Snickers bar?") gets in. A returned document's `metadata["relevance_score"]`, when the
 compressor sets one, is reported on the recalled memory.
 
-The call runs on a worker thread and gets what is left of the recall budget. When it fails, times
+The call runs on a worker thread and gets what is left of the recall budget but two fifths of it
+(`RESERVE_SHARE`, kept for the memory block and the system context); recall waits for it on the
+caller's side (`recall.driver`), never on a recall worker thread. When it fails, times
 out or returns nothing usable, recall injects the fused order through the normal threshold and
 reports why in `RecallResult.error`, with one warning.
 """
@@ -19,8 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from concurrent.futures import Executor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -29,15 +30,22 @@ from langchain_core.documents import Document
 from langchain_tdai_recall.recall.search import RankedHit
 from langchain_tdai_recall.types import MemoryRecord
 
-__all__ = ["REF_KEY", "Reranked", "rerank"]
+__all__ = ["REF_KEY", "RESERVE_SHARE", "RerankCall", "Reranked", "start_rerank"]
 
 logger = logging.getLogger(__name__)
 
 REF_KEY: Final = "tdai_ref"
 """Metadata key carrying a candidate's row reference through the compressor."""
 
-_RESERVE_S: Final = 0.05
-"""Part of the recall budget kept back for loading the persona and scenes after reranking."""
+RESERVE_SHARE: Final = 0.4
+"""Share of the recall budget kept back for the store work after reranking (reading the memory
+block's records, the persona and scenes): a reranker that does not answer costs the turn its
+reranking, never the memories or the persona. The same share the query embedding leaves the store
+work by default (`embedding.query_timeout_ms` is two fifths of `recall.timeout_ms`): on a loaded
+machine a burst of concurrent recalls whose reranker timed out at once needs it."""
+
+_MIN_RESERVE_S: Final = 0.05
+"""The least kept back, however short the recall budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +58,48 @@ class Reranked:
     """Row reference -> the compressor's `relevance_score`, when it gave one."""
 
 
-def rerank(
+@dataclass(frozen=True, slots=True)
+class RerankCall:
+    """A running `compress_documents` call: recall waits for it outside its worker thread."""
+
+    future: Future[Any]
+    """The call on the reranker's thread."""
+    timeout_s: float
+    """How long the caller may wait for it: what is left of the recall budget."""
+    candidates: dict[int, RankedHit]
+    """Row reference -> the candidate handed to the reranker."""
+
+    def timeout_error(self) -> TimeoutError:
+        """The error of a reranker that did not answer in time (cancelled if not started)."""
+        self.future.cancel()
+        msg = f"the reranker exceeded the {self.timeout_s * 1000:.0f} ms left of the recall budget"
+        return TimeoutError(msg)
+
+    def finish(self, returned: object) -> Reranked:
+        """The verdict from what `compress_documents` returned.
+
+        Raises:
+            ValueError: If it returned no document that is one of the candidates.
+        """
+        kept: list[RankedHit] = []
+        scores: dict[int, float] = {}
+        documents = returned if isinstance(returned, Sequence) else ()
+        for doc in documents:
+            ref = getattr(doc, "metadata", {}).get(REF_KEY)
+            hit = self.candidates.get(ref) if isinstance(ref, int) else None
+            if hit is None or hit in kept:
+                continue
+            kept.append(hit)
+            score = doc.metadata.get("relevance_score")
+            if isinstance(score, int | float) and not isinstance(score, bool):
+                scores[hit.rowid] = float(score)
+        if self.candidates and not kept and documents:
+            msg = "the reranker returned none of the candidates it was given"
+            raise ValueError(msg)
+        return Reranked(kept, scores)
+
+
+def start_rerank(
     reranker: Any,
     query: str,
     candidates: Sequence[RankedHit],
@@ -58,13 +107,15 @@ def rerank(
     *,
     executor: Executor,
     deadline: float,
-) -> Reranked:
-    """Run `reranker.compress_documents` on the candidates within the time left.
+    budget_s: float,
+) -> RerankCall:
+    """Start `reranker.compress_documents` on the candidates without waiting for it.
+
+    It may take what is left before `deadline` (`time.monotonic()`) but `RESERVE_SHARE` of the
+    recall's `budget_s`.
 
     Raises:
-        TimeoutError: If the reranker did not answer before `deadline`.
-        ValueError: If it returned no document that is one of the candidates.
-        Exception: Whatever the reranker raised.
+        TimeoutError: If no time is left for the reranker.
     """
     by_ref = {h.rowid: h for h in candidates if h.rowid in records}
     docs = [
@@ -79,29 +130,8 @@ def rerank(
         )
         for ref, hit in by_ref.items()
     ]
-    remaining = deadline - time.monotonic() - _RESERVE_S
+    remaining = deadline - time.monotonic() - max(RESERVE_SHARE * budget_s, _MIN_RESERVE_S)
     if remaining <= 0:
         msg = "no time left for the reranker"
         raise TimeoutError(msg)
-    future = executor.submit(reranker.compress_documents, docs, query)
-    try:
-        returned = future.result(timeout=remaining)
-    except FutureTimeout as exc:
-        future.cancel()
-        msg = f"the reranker exceeded the {remaining * 1000:.0f} ms left of the recall budget"
-        raise TimeoutError(msg) from exc
-    kept: list[RankedHit] = []
-    scores: dict[int, float] = {}
-    for doc in returned or ():
-        ref = getattr(doc, "metadata", {}).get(REF_KEY)
-        hit = by_ref.get(ref) if isinstance(ref, int) else None
-        if hit is None or hit in kept:
-            continue
-        kept.append(hit)
-        score = doc.metadata.get("relevance_score")
-        if isinstance(score, int | float) and not isinstance(score, bool):
-            scores[hit.rowid] = float(score)
-    if docs and not kept and returned:
-        msg = "the reranker returned none of the candidates it was given"
-        raise ValueError(msg)
-    return Reranked(kept, scores)
+    return RerankCall(executor.submit(reranker.compress_documents, docs, query), remaining, by_ref)

@@ -54,6 +54,8 @@ from langchain_tdai_recall.types import RecallStrategy, Scope, Strategy
 __all__ = [
     "CANDIDATES_PER_RESULT",
     "EMBEDDING_WEIGHT",
+    "QueryEmbedding",
+    "QueryVector",
     "RankedHit",
     "SearchOutcome",
     "Searcher",
@@ -120,6 +122,50 @@ class SearchOutcome:
         return [h for h in self.hits if h.score >= min_score - 1e-6][:limit]
 
 
+@dataclass(frozen=True, slots=True)
+class QueryVector:
+    """A query's embedding as a search receives it: the vector, or why there is none."""
+
+    vector: npt.NDArray[np.float32] | None
+    """The L2-normalised query vector; `None` when the embedder gave none."""
+    error: str | None = None
+    """Why there is no vector (a timeout, a failure, an unresponsive embedder)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueryEmbedding:
+    """A query embedding started on the embedder's threads; the caller waits for it.
+
+    Recall waits for it on the caller's side (its own thread, or the event loop), never on a
+    recall worker thread, so store work never queues behind a slow or hung embedder.
+    """
+
+    future: Future[list[float]]
+    """The running `embed_query` call."""
+    timeout_s: float
+    """How long the caller may wait for it."""
+
+    def vector(self, raw: object) -> QueryVector:
+        """The query vector from the embedder's answer."""
+        vector, error = _query_vector(raw)
+        return QueryVector(vector, error)
+
+    def timed_out(self, limit_ms: float | None = None) -> QueryVector:
+        """What a search gets when the embedding did not come in time.
+
+        `limit_ms` is the limit to name (default: this call's own wait). The call is cancelled
+        when it had not started yet.
+        """
+        self.future.cancel()
+        limit = self.timeout_s * 1000 if limit_ms is None else limit_ms
+        return QueryVector(None, f"query embedding exceeded {limit:.0f} ms")
+
+    @staticmethod
+    def failed(exc: BaseException) -> QueryVector:
+        """What a search gets when the embedder raised."""
+        return QueryVector(None, f"query embedding failed: {type(exc).__name__}: {exc}")
+
+
 def normalize_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """L2-normalise each row; zero rows stay zero; NaN/inf become 0."""
     matrix = np.nan_to_num(np.asarray(matrix, dtype=np.float32), nan=0.0, posinf=0.0, neginf=0.0)
@@ -170,31 +216,55 @@ class Searcher:
 
         future.add_done_callback(done)
 
-    def embed_query(
+    def start_query_embedding(
         self, text: str, *, timeout_ms: float
-    ) -> tuple[npt.NDArray[np.float32] | None, str | None]:
-        """Embed a query within `timeout_ms`; returns (vector, error).
+    ) -> QueryEmbedding | QueryVector:
+        """Start embedding a query on the embedder's threads without waiting for it.
 
-        When earlier query embeddings are still running past their timeout (a hung embedder),
-        the call is skipped at once instead of queueing behind them, so concurrent recalls
-        degrade to keyword search within their budget.
+        Returns the running call, or at once a `QueryVector` without a vector when there is no
+        embedder or when earlier query embeddings are still running past their timeout (a hung
+        embedder): then the call is skipped instead of queueing behind them, so concurrent
+        recalls degrade to keyword search within their budget.
         """
         if self.embeddings is None:
-            return None, "no embedder configured"
+            return QueryVector(None, "no embedder configured")
+        if timeout_ms <= 0:
+            return QueryVector(None, "no time left for the query embedding")
         stuck = self._stuck()
         if stuck >= STUCK_EMBEDDINGS:
-            return None, f"embedder unresponsive ({stuck} query embeddings still running)"
-        embeddings = self.embeddings
-        future = self._executor.submit(embeddings.embed_query, text[: self._max_input_chars])
-        self._track(future, time.monotonic() + max(timeout_ms, 0.0) / 1000.0)
+            return QueryVector(
+                None, f"embedder unresponsive ({stuck} query embeddings still running)"
+            )
+        future = self._executor.submit(self.embeddings.embed_query, text[: self._max_input_chars])
+        self._track(future, time.monotonic() + timeout_ms / 1000.0)
+        return QueryEmbedding(future, timeout_ms / 1000.0)
+
+    def embed_query(self, text: str, *, timeout_ms: float) -> QueryVector:
+        """Embed a query within `timeout_ms`, waiting on the caller's thread.
+
+        See `start_query_embedding`; recall starts the call and waits for it itself.
+        """
+        call = self.start_query_embedding(text, timeout_ms=max(timeout_ms, 0.0))
+        if isinstance(call, QueryVector):
+            return call
         try:
-            raw = future.result(timeout=max(timeout_ms, 0.0) / 1000.0)
+            raw = call.future.result(timeout=call.timeout_s)
         except FutureTimeout:
-            future.cancel()
-            return None, f"query embedding exceeded {timeout_ms:.0f} ms"
+            return call.timed_out()
         except Exception as exc:
-            return None, f"query embedding failed: {type(exc).__name__}: {exc}"
-        return _query_vector(raw)
+            return call.failed(exc)
+        return call.vector(raw)
+
+    def wants_query_vector(self, scope: Scope, layer: Layer, strategy: Strategy) -> bool:
+        """Whether a search of `scope`'s layer with `strategy` would use a query vector now.
+
+        Not with the keyword strategy or without an embedder, and not while the layer is empty
+        or has no vector at all (vectors being computed after a write or an embedder change).
+        """
+        if strategy == "keyword" or self.embeddings is None:
+            return False
+        index = self.store.index(scope, layer)
+        return index is not None and bool(index.meta) and index.vector_count() > 0
 
     def _warn_keyword_only(self) -> None:
         with self._lock:
@@ -206,43 +276,56 @@ class Searcher:
             "search fall back to keyword search"
         )
 
-    def _query_vector(
-        self, text: str, index: LayerIndex, deadline: float | None
-    ) -> tuple[npt.NDArray[np.float32] | None, str | None]:
+    def _embed_within(self, text: str, deadline: float | None) -> QueryVector:
+        """Embed the query within its timeout and what is left before `deadline`."""
         budget = float(self._query_timeout_ms)
         if deadline is not None:
             budget = min(budget, (deadline - time.monotonic()) * 1000)
-        if budget <= 0:
-            return None, "no time left for the query embedding"
-        vector, error = self.embed_query(text, timeout_ms=budget)
-        if vector is None:
-            return None, error
-        dim = index.vector_dim()
-        if dim is not None and dim != vector.shape[0]:
-            return None, (
-                f"the query vector has dimension {vector.shape[0]} but the stored vectors have "
-                f"{dim}; they are being re-embedded"
-            )
-        return vector, None
+        return self.embed_query(text, timeout_ms=budget)
 
     # -- one search ---------------------------------------------------------------------------
 
-    def _plan(
-        self,
-        strategy: Strategy,
-        index: LayerIndex | None,
-        query_vector: npt.NDArray[np.float32] | None,
-    ) -> tuple[RecallStrategy, int, str | None]:
-        """The strategy that can run, the rows the vector leg cannot see, and why it fell back."""
+    def _plan(self, strategy: Strategy) -> RecallStrategy:
+        """The strategy that can run before looking at the scope (no embedder: keyword)."""
         if strategy == "keyword":
-            return "keyword", 0, None
+            return "keyword"
         if self.embeddings is None:
             self._warn_keyword_only()
-            return "keyword", 0, None
-        if index is None or not index.meta or query_vector is not None:
-            return strategy, 0, None
-        pending, error = _vector_backlog(index)
-        return ("keyword" if error is not None else strategy), pending, error
+            return "keyword"
+        return strategy
+
+    def _embedded(
+        self,
+        text: str,
+        index: LayerIndex,
+        deadline: float | None,
+        query_vector: npt.NDArray[np.float32] | None,
+        embedded: QueryVector | None,
+    ) -> tuple[QueryVector, bool]:
+        """The query vector for the vector leg (or why it cannot run), and whether it was refused.
+
+        No embedder call when no memory of the layer has a vector yet; a vector whose dimension
+        is not the stored vectors' (the embedder changed and the store is re-embedding) is
+        refused.
+        """
+        if index.vector_count() == 0:
+            return QueryVector(None, _backlog_error(index)), False
+        if embedded is not None:
+            given = embedded
+        elif query_vector is not None:
+            given = QueryVector(*_query_vector(query_vector))
+        else:
+            given = self._embed_within(text, deadline)
+        if given.vector is None:
+            return given, False
+        dim = index.vector_dim()
+        if dim is not None and dim != given.vector.shape[0]:
+            error = (
+                f"the query vector has dimension {given.vector.shape[0]} but the stored vectors "
+                f"have {dim}; they are being re-embedded"
+            )
+            return QueryVector(None, error), True
+        return given, False
 
     def search(
         self,
@@ -257,6 +340,7 @@ class Searcher:
         exact_group: bool = False,
         deadline: float | None = None,
         query_vector: npt.NDArray[np.float32] | None = None,
+        embedded: QueryVector | None = None,
         where: MemoryFilter | None = None,
     ) -> SearchOutcome:
         """Ranked candidates for `text` in one scope's layer.
@@ -266,43 +350,43 @@ class Searcher:
         case-insensitive substring) or session key (L0, exact when `exact_group`). `deadline` is a
         `time.monotonic()` bound for the query embedding on top of its own timeout.
         `query_vector`, an L2-normalised vector the caller already has for `text` (memory
-        formation embeds its new memories once for their rows), replaces the query embedding.
-        `where` filters L1 rows by metadata and times. Expired memories, and items stored with
-        `index=False`, are never returned (`LayerIndex.excluded`).
+        formation embeds its new memories once for their rows), replaces the query embedding;
+        so does `embedded`, the outcome of a query embedding the caller started and waited for
+        itself (recall: `start_query_embedding`), with which the search never calls the
+        embedder. `where` filters L1 rows by metadata and times. Expired memories, and items
+        stored with `index=False`, are never returned (`LayerIndex.excluded`).
+
+        The outcome's `strategy` names the legs that produced its scores: `hybrid` or
+        `embedding` only when the vector leg scored at least one memory, `keyword` otherwise
+        (an empty scope, no vector computed yet, a query vector of another dimension, an
+        embedder that failed, timed out or is not configured).
         """
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         index = self.store.index(scope, layer)
         timings["index"] = (time.perf_counter() - t0) * 1000
-        effective, pending, error = self._plan(strategy, index, query_vector)
+        effective = self._plan(strategy)
         if index is None or not index.meta:
-            return SearchOutcome([], effective, None, timings)
+            return SearchOutcome([], "keyword", None, timings)  # nothing stored: no leg scored
         allowed = index.allowed(kind=kind, group=group, exact_group=exact_group, where=where)
         depth = max(limit, 1) * CANDIDATES_PER_RESULT
         excluded, depth, allowed = _excluding(index, layer, depth, allowed)
 
-        vector: npt.NDArray[np.float32] | None = None
-        cosines: dict[int, float] = {}
-        found: KeywordHits | None = None
+        leg = _VectorLeg(pending=_pending(index))
         if effective in ("hybrid", "embedding"):
-            t1 = time.perf_counter()
-            if query_vector is not None:
-                vector, error = _given_vector(query_vector, index)
-            else:
-                vector, error = self._query_vector(text, index, deadline)
-            timings["embed"] = (time.perf_counter() - t1) * 1000
-            if vector is None:
-                logger.warning("embedding leg unavailable (%s); using keyword search", error)
+            leg = self._vector_leg(
+                text,
+                index,
+                depth=depth,
+                allowed=allowed,
+                parallel=effective == "hybrid" and len(index.meta) >= PARALLEL_LEGS_MIN_ROWS,
+                deadline=deadline,
+                given=(query_vector, embedded),
+                timings=timings,
+            )
+            if leg.vector is None:
                 effective = "keyword"
-            elif effective == "hybrid" and len(index.meta) >= PARALLEL_LEGS_MIN_ROWS:
-                found, cosines = _both_legs(
-                    index, text, vector, depth=depth, allowed=allowed, timings=timings
-                )
-            else:
-                t2 = time.perf_counter()
-                ids, scores = index.vector_search(vector, limit=depth, allowed=allowed)
-                cosines = dict(zip(ids.tolist(), scores.tolist(), strict=True))
-                timings["vector"] = (time.perf_counter() - t2) * 1000
+        vector, cosines, found = leg.vector, leg.cosines, leg.found
 
         coverage: dict[int, float] = {}
         ranked: dict[int, float] = {}
@@ -326,7 +410,73 @@ class Searcher:
         if excluded:
             hits = [h for h in hits if h.rowid not in excluded]
         timings["fuse"] = (time.perf_counter() - t4) * 1000
-        return SearchOutcome(hits, effective, error, timings, scope_coverage, pending)
+        return SearchOutcome(hits, effective, leg.error, timings, scope_coverage, leg.pending)
+
+    def _vector_leg(
+        self,
+        text: str,
+        index: LayerIndex,
+        *,
+        depth: int,
+        allowed: npt.NDArray[np.int64] | None,
+        parallel: bool,
+        deadline: float | None,
+        given: tuple[npt.NDArray[np.float32] | None, QueryVector | None],
+        timings: dict[str, float],
+    ) -> _VectorLeg:
+        """The vector leg of a search (with the keyword leg too when `parallel`).
+
+        Its `vector` is `None` when it produced no score: then the search runs on keywords.
+        """
+        leg = _VectorLeg(pending=_pending(index))
+        t1 = time.perf_counter()
+        query, refused = self._embedded(text, index, deadline, *given)
+        leg.vector, leg.error = query.vector, query.error
+        if given[1] is None:  # the caller's own wait for an `embedded` vector is its to time
+            timings["embed"] = (time.perf_counter() - t1) * 1000
+        if refused:
+            leg.pending = len(index.meta)  # no stored vector can be compared with the query
+        if leg.vector is None:
+            if index.vector_count():  # the vector leg failed, not merely behind
+                logger.warning("embedding leg unavailable (%s); using keyword search", leg.error)
+            else:
+                logger.debug(
+                    "no vectors yet in this scope (%d pending); keyword search", leg.pending
+                )
+            return leg
+        if parallel:
+            leg.found, leg.cosines = _both_legs(
+                index, text, leg.vector, depth=depth, allowed=allowed, timings=timings
+            )
+        else:
+            t2 = time.perf_counter()
+            ids, scores = index.vector_search(leg.vector, limit=depth, allowed=allowed)
+            leg.cosines = dict(zip(ids.tolist(), scores.tolist(), strict=True))
+            timings["vector"] = (time.perf_counter() - t2) * 1000
+        if not leg.cosines:
+            # it scored nothing: no memory it may return has a vector of this dimension (the
+            # vectors were dropped for re-embedding since the check, or a filter leaves only
+            # memories whose vectors are still being computed)
+            leg.vector, leg.pending = None, _pending(index)
+            if allowed is None or allowed.size:
+                leg.error = _backlog_error(index)
+        return leg
+
+
+@dataclass(slots=True)
+class _VectorLeg:
+    """What the vector leg of one search produced."""
+
+    pending: int
+    """Rows the vector leg could not compare with the query."""
+    vector: npt.NDArray[np.float32] | None = None
+    """The query vector, when the leg scored at least one row."""
+    error: str | None = None
+    """Why the leg produced no score, when it did not."""
+    cosines: dict[int, float] = field(default_factory=dict)
+    """Row -> cosine of the leg's candidates."""
+    found: KeywordHits | None = None
+    """The keyword leg's hits, when both legs ran at once."""
 
 
 def _excluding(
@@ -345,18 +495,18 @@ def _excluding(
     return excluded, depth + len(excluded), allowed
 
 
-def _vector_backlog(index: LayerIndex) -> tuple[int, str | None]:
-    """Rows of the layer without a vector, and why the vector leg cannot run when none has one.
+def _pending(index: LayerIndex) -> int:
+    """Rows of the layer without a vector.
 
-    Vectors are computed in the background after a write and while a store re-embeds; a search
-    over a layer with no vector at all runs on keywords and must not be reported as hybrid.
+    Vectors are computed in the background after a write, and again while a store re-embeds
+    after an embedder change.
     """
-    with_vectors = index.vector_count()
-    pending = max(len(index.meta) - with_vectors, 0)
-    if with_vectors:
-        return pending, None
-    logger.debug("no vectors yet in this scope (%d pending); keyword search", pending)
-    return pending, f"vectors of {pending} memories are still being computed; keyword search only"
+    return max(len(index.meta) - index.vector_count(), 0)
+
+
+def _backlog_error(index: LayerIndex) -> str:
+    """Why the vector leg scored nothing while vectors are being computed."""
+    return f"vectors of {_pending(index)} memories are still being computed; keyword search only"
 
 
 def _both_legs(
@@ -410,19 +560,6 @@ def _query_vector(raw: object) -> tuple[npt.NDArray[np.float32] | None, str | No
     if vector.shape[1] == 0 or not np.isfinite(vector).all() or not vector.any():
         return None, "query embedding returned an empty, zero or non-finite vector"
     return normalize_rows(vector)[0], None
-
-
-def _given_vector(
-    vector: npt.NDArray[np.float32], index: LayerIndex
-) -> tuple[npt.NDArray[np.float32] | None, str | None]:
-    """A caller's query vector, when it is usable against the index."""
-    checked, error = _query_vector(vector)
-    if checked is None:
-        return None, error
-    dim = index.vector_dim()
-    if dim is not None and dim != checked.shape[0]:
-        return None, f"the query vector has dimension {checked.shape[0]}, the index {dim}"
-    return checked, None
 
 
 def _fuse(

@@ -483,10 +483,13 @@ def test_turn_event_and_on_turn_payload(mem: TdaiMemory, collector: EventCollect
     assert payload["user_id"] == "alice"
     assert payload["agent_id"] is None
     assert payload["session_key"] == "s-9"
+    # every memory that reached the model, with its channel (issue 26 #4)
     assert payload["memories"] == [
-        {"content": m.content, "score": m.score, "type": m.type} for m in expected.memories
+        {"id": m.id, "content": m.content, "score": m.score, "type": m.type, "channel": m.channel}
+        for m in expected.injected
     ]
-    assert all(m["score"] > 0 for m in payload["memories"])
+    block = [m for m in payload["memories"] if m["channel"] == "block"]
+    assert block and all(m["score"] is not None and m["score"] > 0 for m in block)
     assert payload["persona_injected"] is True
     assert payload["strategy"] == expected.strategy
     assert payload["recall_ms"] > 0

@@ -105,10 +105,16 @@ def _block(run: dict[str, Any]) -> list[Document]:
 
 
 def _check_block_matches_event(run: dict[str, Any], event: TurnEvent) -> None:
-    """The memory block's documents are the event's memories, with the same scores."""
+    """The run's documents are the event's memories, with the same channels and scores."""
     block = _block(run)
     assert [(d.page_content, d.metadata["score"], d.metadata["type"]) for d in block] == [
-        (m["content"], m["score"], m["type"]) for m in event["memories"]
+        (m["content"], m["score"], m["type"]) for m in event["memories"] if m["channel"] == "block"
+    ]
+    system = [d for d in run["documents"] if d.metadata["injected_as"] != "memories"]
+    assert [(d.metadata["injected_as"], d.page_content, d.metadata["score"]) for d in system] == [
+        (m["channel"], m["content"], m["score"])
+        for m in event["memories"]
+        if m["channel"] != "block"
     ]
     assert block, "the turn recalled memories"
     for doc in block:
@@ -174,7 +180,9 @@ def test_system_context_memories_are_documents_too(mem: TdaiMemory) -> None:
     assert by_kind["memories"] == [m.content for m in result.memories]
     pinned = next(d for d in run["documents"] if d.metadata["injected_as"] == "pinned")
     assert pinned.metadata["priority"] == 95
-    assert "score" not in pinned.metadata
+    # issue 26 #4: the score this turn's search gave it (it is injected whatever the message)
+    (scored,) = [m for m in result.injected if m.channel == "pinned"]
+    assert pinned.metadata["score"] == scored.score
 
 
 # -- LCEL, wrap_model, legacy executor ----------------------------------------------------------

@@ -235,6 +235,7 @@ def test_slow_embedder_degrades_to_keyword_within_its_own_timeout() -> None:
 def test_failing_embedder_degrades_to_keyword() -> None:
     with TdaiMemory.open(None, embeddings=FailingEmbeddings(HashEmbeddings(64))) as mem:
         seeded(mem)
+        assert mem.flush(timeout=30)  # else the vectors may still be pending: another path
         result = mem.recall("trip to Japan", user_id=USER)
         assert result is not None
         assert result.strategy == "keyword"
@@ -432,6 +433,7 @@ def test_search_memories_filters_and_threshold(memory: TdaiMemory) -> None:
     scene_hits = memory.search_memories("Japan", scene="旅行", user_id=USER)
     assert [h.scene_name for h in scene_hits] == ["旅行计划"]
     assert memory.search_memories("zzz qqq", user_id=USER) == []
+    assert memory.flush(timeout=30)  # both see the same vectors (none may arrive in between)
     recall = memory.recall("trip to Japan", user_id=USER)
     search = memory.search_memories("trip to Japan", user_id=USER)
     assert recall is not None
