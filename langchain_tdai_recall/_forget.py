@@ -12,7 +12,9 @@ when it was called. In order, for each scope:
    of the scope starts until the erasure is over. Across processes the erasure deletes the
    scope's lease, so a run elsewhere fails its commit (the lease is checked in the commit's
    transaction).
-4. The store erases everything of the scope (`BaseMemoryStore.delete_scope`).
+4. The store erases everything of the scope (`BaseMemoryStore.delete_scope`); with
+   `all_agents`, after every scope, also what no scope names
+   (`BaseMemoryStore.erase_user_leftovers`).
 5. The formation scheduler drops what it had counted or queued for the scope; it handles every
    item queued before (e.g. a finished run's bookkeeping, which could write a session cursor
    back), and the store's erasure is then run once more, which only finds such leftovers.
@@ -86,9 +88,14 @@ def erase_scopes(
         )
         raise StoreWriteError(msg)
     erased = [_erase_one(store, scope, formation, deadline, timeout) for scope in scopes]
-    logger.info("forget erased %d scope(s)", len(erased))
+    unnamed = store.erase_user_leftovers(user_id) if all_agents else 0
+    logger.info("forget erased %d scope(s)", len(erased) + unnamed)
     return ForgetReport(
-        user_id=user_id, agent_id=agent_id, all_agents=all_agents, scopes=tuple(erased)
+        user_id=user_id,
+        agent_id=agent_id,
+        all_agents=all_agents,
+        scopes=tuple(erased),
+        unnamed_scopes=unnamed,
     )
 
 

@@ -509,6 +509,10 @@ class ForgetReport:
     """Whether every scope of the user was erased."""
     scopes: tuple[ErasedScope, ...] = ()
     """Each scope erased, the shared one first (a scope that held nothing is listed too)."""
+    unnamed_scopes: int = 0
+    """With `all_agents`: scopes of the user erased although their agent id could not be read
+    back (a directory store's folder of a long agent id that lost its `.id` file), with their
+    persona and scenes; not in `scopes`."""
 
     def _total(self, name: str) -> int:
         return sum(int(getattr(s, name)) for s in self.scopes)

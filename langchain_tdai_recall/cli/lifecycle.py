@@ -60,9 +60,15 @@ def render_forget(report: ForgetReport) -> list[str]:
             f"{'a persona' if s.persona else 'no persona'}, {s.formation_state} formation "
             f"state rows, {s.index_snapshots} index snapshot files"
         )
+    if report.unnamed_scopes:
+        lines.append(
+            f"user {report.user_id!r}: {report.unnamed_scopes} scope folder(s) whose agent id "
+            "could not be read (a lost .id file), erased whole"
+        )
     lines.append(
-        f"erased {len(report.scopes)} scope(s): {report.memories} memories, {report.messages} "
-        f"messages, {report.scenes} scenes, {report.personas} personas"
+        f"erased {len(report.scopes) + report.unnamed_scopes} scope(s): {report.memories} "
+        f"memories, {report.messages} messages, {report.scenes} scenes, {report.personas} "
+        "personas"
     )
     return lines
 

@@ -700,6 +700,17 @@ class BaseMemoryStore(ABC):
         holds nothing. Idempotent. Raises `StoreReadOnlyError` on a read-only store.
         """
 
+    def erase_user_leftovers(self, user_id: str) -> int:
+        """Erase what is left of a user once each scope of `user_scopes` was erased.
+
+        `TdaiMemory.forget(all_agents=True)` calls it last: a backend that can hold data of a
+        user that no scope names (the directory store's folder of a long agent id whose `.id`
+        file was lost) erases it here. Returns how many such unnamed scopes were erased; this
+        default has none.
+        """
+        del user_id
+        return 0
+
     @abstractmethod
     def user_scopes(self, user_id: str) -> list[Scope]:
         """Every scope of a user the store knows, the shared one first (an administrative call).
