@@ -70,6 +70,8 @@ def render_forget(report: ForgetReport) -> list[str]:
         f"memories, {report.messages} messages, {report.scenes} scenes, {report.personas} "
         "personas"
     )
+    if report.reclaimed:
+        lines.append(f"vacuumed ({report.reclaim}): {', '.join(report.reclaimed)}")
     return lines
 
 
@@ -92,7 +94,10 @@ def cmd_forget(args: argparse.Namespace) -> int:
             print("nothing was erased")
             return 1
         report = memory.forget(
-            user_id=scope.user_id, agent_id=scope.agent_id, all_agents=args.all_agents
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
+            all_agents=args.all_agents,
+            reclaim=args.reclaim,
         )
     if args.json:
         print_json(report)

@@ -65,6 +65,7 @@ from langchain_tdai_recall.types import (
     MemoryType,
     MemoryVersion,
     MessageRecord,
+    Reclaim,
     SceneBlock,
     SceneInfo,
     Scope,
@@ -699,6 +700,16 @@ class BaseMemoryStore(ABC):
         generation) stays, so handles that cached it keep working; listings skip a scope that
         holds nothing. Idempotent. Raises `StoreReadOnlyError` on a read-only store.
         """
+
+    def reclaim_erased(self, mode: Reclaim) -> tuple[str, ...]:
+        """Make the database drop erased rows from its files, after `delete_scope` committed.
+
+        `TdaiMemory.forget` calls it once after its erasures. Returns the tables reclaimed; a
+        backend that overwrites freed space as it deletes (the directory store) has nothing to
+        do. Never raises for a refusal of the database (it is logged and left out).
+        """
+        del mode
+        return ()
 
     def erase_user_leftovers(self, user_id: str) -> int:
         """Erase what is left of a user once each scope of `user_scopes` was erased.

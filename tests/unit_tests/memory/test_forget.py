@@ -248,6 +248,10 @@ def test_forget_validates_its_arguments(tmp_path: Path) -> None:
             memory.forget(user_id="u", all_agents="yes")  # type: ignore[arg-type]
         with pytest.raises(ConfigError, match="timeout"):
             memory.forget(user_id="u", timeout=-1)
+        with pytest.raises(ConfigError, match="reclaim must be 'vacuum', 'full' or 'none'"):
+            memory.forget(user_id="u", reclaim="compact")  # type: ignore[arg-type]
+        report = memory.forget(user_id="u", reclaim="full")
+        assert report.reclaim == "full" and report.reclaimed == ()  # overwritten as it erases
         memory.add_memory("default user's", user_id=None)
         assert memory.forget(user_id=None).memories == 1  # None names the default user
         assert memory.list_memories() == []
