@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
+from langchain_tdai_recall._foreground import mark_background
 from langchain_tdai_recall._progress import Progress, progress
 from langchain_tdai_recall.errors import EmbeddingError, StoreClosedError, StoreError
 from langchain_tdai_recall.stores.base import LAYERS, BaseMemoryStore, PendingVector
@@ -308,6 +309,7 @@ class VectorUpkeep:
         return wait
 
     def _run(self) -> None:
+        mark_background()
         while True:
             with self._cond:
                 while not self._wake and not self._stopping:
