@@ -1,14 +1,15 @@
 """`TdaiMemory`: the public facade over the store, the recall engine and the integrations.
 
-The facade validates every call (`_records`), resolves its scope, and delegates: storage to a
-backend (`stores.base.BaseMemoryStore`: a local directory, or PostgreSQL, chosen by `_backend`),
-ranking to `recall` (searches as hits: `recall.hits`), vector upkeep to `_embedder.VectorUpkeep`,
-the capture of finished turns to `_writer.TurnWriter`, and memory formation (with a chat model)
-to `formation.scheduler.FormationScheduler` (started and run now through `formation.control`),
-which the writer notifies after each captured turn (`_after_capture`). It holds a lifecycle
-state that every public call checks: after `close()` each of them raises `StoreClosedError`;
-`_lifecycle` stops its background parts in order. Each `a*` twin is built from its sync method
-(`_async_api`). What stays here is the public API and its documentation, which `help()` shows.
+The facade validates every call (`_exchange.records`), resolves its scope, and delegates: storage to
+a backend (`stores.base.BaseMemoryStore`: a local directory, or PostgreSQL, chosen by
+`_facade.backend`), ranking to `recall` (searches as hits: `recall.hits`), vector upkeep to
+`_embedding.upkeep.VectorUpkeep`, the capture of finished turns to `_runtime.writer.TurnWriter`, and
+memory formation (with a chat model) to `formation.scheduler.FormationScheduler` (started and run
+now through `formation.control`), which the writer notifies after each captured turn
+(`_after_capture`). It holds a lifecycle state that every public call checks: after `close()` each
+of them raises `StoreClosedError`; `_facade.lifecycle` stops its background parts in order. Each
+`a*` twin is built from its sync method (`_runtime.async_api`). What stays here is the public API
+and its documentation, which `help()` shows.
 
 Writes never wait for the embedder: they are durable and keyword-searchable when they return,
 and vectors follow on a background thread. `close()` waits a bounded time (`close_timeout`,
@@ -25,20 +26,14 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, Self, cast
 
 from langchain_core.embeddings import Embeddings
 
-from langchain_tdai_recall._async_api import async_twin, in_thread
-from langchain_tdai_recall._backend import open_backend
-from langchain_tdai_recall._breaker import StoreBreaker
-from langchain_tdai_recall._failure import log_failure
-from langchain_tdai_recall._host import MemoryHost, StoreHost
-from langchain_tdai_recall._lifecycle import check_flag, check_timeout, shutdown, writer_callbacks
-from langchain_tdai_recall._memory_meta import (
+from langchain_tdai_recall._exchange.metadata import (
     ExpirySweeper,
     check_ttl,
     is_expired,
@@ -46,7 +41,7 @@ from langchain_tdai_recall._memory_meta import (
     states_expiry,
     with_expiry,
 )
-from langchain_tdai_recall._records import (
+from langchain_tdai_recall._exchange.records import (
     MAX_SQL_INT,
     TimeInput,
     check_int,
@@ -61,8 +56,19 @@ from langchain_tdai_recall._records import (
     shown,
     turn_records,
 )
-from langchain_tdai_recall._threads import DaemonExecutor
-from langchain_tdai_recall._writer import TurnWriter
+from langchain_tdai_recall._facade.backend import open_backend
+from langchain_tdai_recall._facade.lifecycle import (
+    check_flag,
+    check_timeout,
+    shutdown,
+    writer_callbacks,
+)
+from langchain_tdai_recall._runtime.async_api import async_twin, in_thread
+from langchain_tdai_recall._runtime.breaker import StoreBreaker
+from langchain_tdai_recall._runtime.failure import log_failure
+from langchain_tdai_recall._runtime.threads import DaemonExecutor
+from langchain_tdai_recall._runtime.writer import TurnWriter
+from langchain_tdai_recall._turn.host import MemoryHost, StoreHost
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
 from langchain_tdai_recall.recall.engine import RecallEngine, RecallRequest
@@ -95,9 +101,10 @@ if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
     from langgraph.store.base import IndexConfig, TTLConfig
 
-    from langchain_tdai_recall._embedder import VectorUpkeep
+    from langchain_tdai_recall._embedding.upkeep import VectorUpkeep
     from langchain_tdai_recall._turn import ToolBudget
     from langchain_tdai_recall.formation.manager import MemoryManager
+    from langchain_tdai_recall.formation.rating import Rater, RatingReport
     from langchain_tdai_recall.formation.report import ExtractionReport
     from langchain_tdai_recall.formation.scheduler import FormationScheduler
     from langchain_tdai_recall.graph_store import TdaiStore
@@ -187,7 +194,7 @@ class TdaiMemory:
         self._hits = HitSearch(store, self._searcher, config)
         self._upkeep: VectorUpkeep | None = None
         if embeddings is not None and store.embedder_id is not None and not store.read_only:
-            from langchain_tdai_recall._embedder import VectorUpkeep  # noqa: PLC0415
+            from langchain_tdai_recall._embedding.upkeep import VectorUpkeep  # noqa: PLC0415
 
             self._upkeep = VectorUpkeep(
                 store,
@@ -204,6 +211,8 @@ class TdaiMemory:
             self._sweeper = ExpirySweeper(store, config.store.expiry_sweep_seconds)
             self._sweeper.start()
         self._manager: MemoryManager | None = None
+        self._rater: Rater | None = None
+        """Rates LangGraph-store items in the background once `as_store()` needed it."""
         self._formation_slot: list[FormationScheduler] = []
         """Memory formation's scheduler once `_start_formation` built it (a slot, so the
         finalizer can reach it without holding this object)."""
@@ -271,7 +280,7 @@ class TdaiMemory:
                 only: searches and tools are not reranked.
             extraction_model: A LangChain chat model (or a `provider:model` string for
                 `init_chat_model`) that forms memories from the recorded conversations in the
-                background (see "Memory formation" in the README). Default: the
+                background (see "Memory formation" in the docs). Default: the
                 `extraction.model` setting; without either, nothing is formed. Needs a
                 writable store.
             extraction_callbacks: LangChain callbacks for background formation runs: they
@@ -371,7 +380,7 @@ class TdaiMemory:
             )
             raise StoreClosedError(msg)
 
-    # -- for the adapters (the `MemoryHost` interface of `_host.py`) ---------------------------
+    # -- for the adapters (the `MemoryHost` interface of `_turn/host.py`) -----------------------
 
     def check_open(self) -> None:
         """Raise `StoreClosedError` if `close()` was called (for the package's adapters)."""
@@ -431,6 +440,10 @@ class TdaiMemory:
                 started = time.monotonic()
                 self._manager.close(forming)
                 forming = max(forming - (time.monotonic() - started), 0.0)
+            if self._rater is not None:  # ratings of store items due now
+                started = time.monotonic()
+                self._rater.close(forming)
+                forming = max(forming - (time.monotonic() - started), 0.0)
             shutdown(
                 self._writer,
                 self._formation_slot,
@@ -464,6 +477,9 @@ class TdaiMemory:
             return False
         manager = self._manager  # the memory tool's background consolidations come first
         if manager is not None and not manager.flush(deadline):
+            return False
+        rater = self._rater  # then the ratings of store items (a failed one waits: False)
+        if rater is not None and not rater.flush(deadline):
             return False
         formation = self._formation
         if formation is not None and not formation.flush(deadline):
@@ -545,6 +561,20 @@ class TdaiMemory:
     def _wake_upkeep(self) -> None:
         if self._upkeep is not None:
             self._upkeep.wake()
+
+    def _fresh_vectors(self, scope: Scope) -> None:
+        """Read-your-writes for a search by meaning: embed the scope's rows still without one.
+
+        Bounded by `embedding.query_timeout_ms`; what is not done by then stays with the
+        background upkeep. Automatic recall never calls this (it stays latency-first and
+        reports `pending_vectors`). A read-only memory has nothing to do it with.
+        """
+        upkeep = self._upkeep
+        if upkeep is None:
+            return
+        index = self._store.index(scope, "l1")
+        if index is not None and index.unembedded_rows():
+            upkeep.embed_scope_now(scope, self.config.embedding.query_timeout_ms / 1000)
 
     def reindex(self, *, show_progress: bool | None = None) -> int:
         """Embed now, on this thread, every stored row whose vector is missing or stale.
@@ -674,7 +704,7 @@ class TdaiMemory:
         )
         # exact duplicates (memory formation): records without an id never pile up
         dedupe = [not _has_explicit_id(r) for r in cast("list[object]", given)]
-        from langchain_tdai_recall._progress import progress  # noqa: PLC0415
+        from langchain_tdai_recall._runtime.progress import progress  # noqa: PLC0415
 
         stored: list[MemoryRecord] = []
         chunk = max(self.config.embedding.batch_size, 256)
@@ -922,7 +952,9 @@ class TdaiMemory:
             user_text: The user's message for this turn.
             user_id: Owner; `None` is the default user.
             agent_id: Agent; `None` is the user's shared memory.
-            session_key: Conversation of the turn.
+            session_key: Conversation of the turn. A session keeps the user profile it was
+                first shown (`recall.profile_hold_seconds`), so the system message does not
+                change when memories are added during it; `None` chooses it afresh every turn.
             system_prompt: The app's own system prompt. With `recall.language="auto"` its
                 language is the language of the system context (English when not given), which
                 keeps the system context byte-identical from turn to turn.
@@ -938,7 +970,9 @@ class TdaiMemory:
         scope = self.scope(user_id, agent_id)
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
-        request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
+        request = RecallRequest(
+            system_prompt=system_prompt, tools_guide=bool(tools_guide), session_key=session_key
+        )
         started = time.monotonic()
         result = self._engine.recall(self._user_text(user_text), scope, request)
         self._store_breaker.record(started=started, answered=result is not None)
@@ -958,7 +992,9 @@ class TdaiMemory:
         scope = self.scope(user_id, agent_id)
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
-        request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
+        request = RecallRequest(
+            system_prompt=system_prompt, tools_guide=bool(tools_guide), session_key=session_key
+        )
         started = time.monotonic()
         result = await self._engine.arecall(self._user_text(user_text), scope, request)
         self._store_breaker.record(started=started, answered=result is not None)
@@ -979,6 +1015,7 @@ class TdaiMemory:
         created_before: dt.datetime | dt.date | str | None = None,
         active_after: dt.datetime | dt.date | str | None = None,
         active_before: dt.datetime | dt.date | str | None = None,
+        wait_for_vectors: bool = False,
     ) -> list[MemoryHit]:
         """Search the scope's L1 memories with recall's ranking: the best hits the caller asked for.
 
@@ -986,6 +1023,12 @@ class TdaiMemory:
         `recall.score_threshold`, a search returns the best-ranked `limit` memories whose
         relevance reaches a low floor (`tools.min_score`, or `min_score` here), like the
         `tdai_memory_search` tool.
+
+        Vectors are computed in the background after a write, so a search right after one may
+        rank the newest memories by their keywords only. `wait_for_vectors=True` first embeds
+        the scope's memories still without a vector (read-your-writes, as the retriever and
+        the LangGraph store do), bounded by `embedding.query_timeout_ms`; past it the search
+        runs with what it has.
 
         Args:
             query: What to look for.
@@ -1002,12 +1045,14 @@ class TdaiMemory:
             active_after: Only memories whose activity (start/end times or timestamp) ends at
                 or after this; memories without activity times are left out.
             active_before: Only memories whose activity starts at or before this.
+            wait_for_vectors: Embed the scope's memories still without a vector first.
 
         Returns:
             Hits, best ranked first; `score` is the relevance in 0..1. Expired memories are
             never returned.
         """
         scope = self.scope(user_id, agent_id)
+        check_flag("wait_for_vectors", wait_for_vectors)
         if type is not None and type not in MEMORY_TYPES:
             msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {shown(type)}"
             raise ConfigError(msg)
@@ -1019,6 +1064,8 @@ class TdaiMemory:
             active_after=active_after,
             active_before=active_before,
         )
+        if wait_for_vectors:
+            self._fresh_vectors(scope)
         return self._hits.memories(
             scope, query, limit=limit, min_score=min_score, kind=type, scene=scene, where=where
         )
@@ -1111,6 +1158,30 @@ class TdaiMemory:
                 )
             return self._manager
 
+    def _store_rater(self) -> Callable[[Scope, str], None] | None:
+        """What queues a LangGraph-store item for rating; `None` without a formation model."""
+        formation = self._formation
+        if formation is None or self._store.read_only:
+            return None
+        with self._state_lock:
+            if self._rater is None:
+                from langchain_tdai_recall.formation.rating import Rater  # noqa: PLC0415
+
+                self._rater = Rater(
+                    store=self._store, caller=formation.engine.caller, config=self.config
+                )
+            return self._rater.enqueue
+
+    def rating_report(self) -> RatingReport | None:
+        """What the background rating of LangGraph-store items did (`None` when it never ran).
+
+        Items that `as_store()` stores without a `priority` in their value are rated by the
+        formation model (see `formation.rating`); the report counts the memories rated, the
+        failed calls (each retried) and the memories still waiting.
+        """
+        rater = self._rater
+        return rater.report() if rater is not None else None
+
     def _require_formation(self) -> FormationScheduler:
         self._check_open()
         formation = self._formation
@@ -1175,14 +1246,17 @@ class TdaiMemory:
     def end_session(
         self, session_key: str, *, user_id: str | None = None, agent_id: str | None = None
     ) -> None:
-        """Tell formation a session ended: its pending turns are formed now, in the background.
+        """Tell recall and formation a session ended.
 
-        Does nothing without a chat model. Never waits for the model or the database.
+        The user profile the session held (`recall.profile_hold_seconds`) is released, so its
+        next recall chooses it afresh; with a chat model, the session's pending turns are formed
+        now, in the background. Never waits for the model or the database.
         """
         scope = self.scope(user_id, agent_id)
         if not isinstance(cast("object", session_key), str):
             msg = f"session_key must be a string, got {type(session_key).__name__}"
             raise ConfigError(msg)
+        self._engine.holds.end(scope, session_key)
         formation = self._formation
         if formation is not None:
             formation.end_session(scope, clean_text(session_key))
@@ -1446,6 +1520,7 @@ class TdaiMemory:
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         memory_type: MemoryType = "episodic",
+        cross_scope: bool = False,
     ) -> TdaiStore:
         """This memory as a LangGraph `BaseStore` (`TdaiStore`).
 
@@ -1454,18 +1529,23 @@ class TdaiMemory:
 
         Items are memories of the scope their namespace names: with the default template
         `("memories", "{user_id}")` the item `(("memories", "alice"), key)` is memory `key` of
-        user `alice`; automatic recall for alice sees its text. See `graph_store` for values,
-        `index`, filters and TTL.
+        user `alice`, and so is `(("memories", "alice", "work"), key2)`; automatic recall for
+        alice sees their text. See `graph_store` for values, `index`, search, filters and TTL.
 
         Args:
             namespace: The namespace template: literals and `"{user_id}"` (once), optionally
-                `"{agent_id}"`; namespaces of another form are refused (`ScopeError`).
+                `"{agent_id}"`. An item's namespace starts like it and may go deeper;
+                namespaces that do not start like it are refused (`NamespaceError`, a
+                `ScopeError`). `("{user_id}",)` makes the first element the user.
             agent_id: The agent of every item when the template has no `"{agent_id}"`.
             index: LangGraph's `IndexConfig`; its `fields` choose the text of a value.
             ttl: LangGraph's `TTLConfig` (`default_ttl` minutes, `refresh_on_read`;
                 `sweep_interval_minutes` shortens the memory's background expiry sweep to that
                 interval when `store.expiry_sweep_seconds` is longer).
             memory_type: Type of the memories new items become.
+            cross_scope: Let a search whose prefix stops above the user element search every
+                user's items (an administrative store: never give it to an agent). Without it
+                such a search raises `NamespaceError`.
 
         Raises:
             ConfigError: If an argument is invalid.
@@ -1473,15 +1553,21 @@ class TdaiMemory:
         self._check_open()
         from langchain_tdai_recall.graph_store import TdaiStore  # noqa: PLC0415 - langgraph
 
+        upkeep = self._upkeep
+        timeout = self.config.embedding.query_timeout_ms / 1000
         graph_store = TdaiStore(
             self,
             store=self._store,
             hits=self._hits,
+            fresh=self._fresh_vectors if upkeep is not None else None,
+            embed=(lambda texts: upkeep.embed_now(texts, timeout)) if upkeep is not None else None,
             namespace=namespace,
             agent_id=agent_id,
             index=index,
             ttl=ttl,
             memory_type=memory_type,
+            rate=self._store_rater(),
+            cross_scope=cross_scope,
         )
         if graph_store.sweep_seconds is not None and self._sweeper is not None:
             self._sweeper.sweep_at_least_every(graph_store.sweep_seconds)
@@ -1529,7 +1615,7 @@ class TdaiMemory:
         leases), this process's search indexes of the scope and their snapshot files. Captured
         turns still queued, the memory tool's background consolidations and a formation run of
         the scope are waited for first (at most `timeout` seconds), so none of them writes the
-        scope again afterwards (see `_forget`). Another process sees the erasure at its next
+        scope again afterwards (see `_facade.forget`). Another process sees the erasure at its next
         call; a new process finds nothing.
 
         `reclaim` says how PostgreSQL drops the erased rows from its files afterwards
@@ -1569,8 +1655,10 @@ class TdaiMemory:
         scopes = [scope]
         if all_agents:
             scopes += [s for s in self._store.user_scopes(scope.user_id) if s != scope]
-        from langchain_tdai_recall._forget import erase_scopes  # noqa: PLC0415
+        from langchain_tdai_recall._facade.forget import erase_scopes  # noqa: PLC0415
 
+        for each in scopes:  # the profiles sessions hold keep memory text: drop them too
+            self._engine.holds.end(each)
         return erase_scopes(
             self._store,
             scopes,
@@ -1647,7 +1735,7 @@ class TdaiMemory:
             self._wake_upkeep()  # the messages after a deleted one wait for a new vector
         return deleted
 
-    # -- async twins: each runs its sync version on a worker thread (`_async_api`) ------------
+    # -- async twins: each runs its sync version on a worker thread (`_runtime.async_api`) ----
 
     aadd_memory = async_twin(add_memory)
     aadd_memories = async_twin(add_memories)

@@ -23,7 +23,7 @@ Variants (one row each):
 - `ordinary priorities`: `cases.json` with every priority replaced by an ordinary one (critical
   memories 60-80, as a user might rate them; rules -1 kept): measures what reaches the model
   without pinning.
-- `no profile`: `recall.profile_max_chars = None`: what relevance alone (the memory block) brings.
+- `no profile`: `recall.profile_max_tokens = None`: what relevance alone (the memory block) brings.
 
     .venv/bin/python benchmarks/quality/critical.py --cache-dir /tmp/tdai-emb-cache
 """
@@ -42,7 +42,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import EMBEDDER_CHOICES, REPO_ROOT, format_table, make_embeddings, write_json
+from _common import (
+    EMBEDDER_CHOICES,
+    REPO_ROOT,
+    format_table,
+    make_embeddings,
+    system_memory_chars,
+    write_json,
+)
 
 from langchain_tdai_recall import RecallResult, TdaiMemory
 
@@ -79,21 +86,6 @@ def _where(result: RecallResult | None, memory_id: str) -> str | None:
     return None
 
 
-MEMORY_BLOCKS = ("standing-instructions", "key-memories", "user-profile")
-"""System-context blocks made of memories (their cost per turn is what this reports)."""
-
-
-def _system_chars(result: RecallResult | None) -> int:
-    """Code points of the system context's memory blocks (rules, pinned, profile), tags included."""
-    text = (result.append_system_context or "") if result is not None else ""
-    total = 0
-    for tag in MEMORY_BLOCKS:
-        start, end = text.find(f"<{tag}>"), text.find(f"</{tag}>")
-        if start >= 0 and end > start:
-            total += end + len(tag) + 3 - start
-    return total
-
-
 def run(
     data: dict[str, Any], embeddings: Any, config: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -117,7 +109,9 @@ def run(
             )
             where = _where(result, case["critical"])
             block = [m.id for m in result.memories] if result else []
-            system_chars.append(_system_chars(result))
+            system_chars.append(
+                system_memory_chars(result.append_system_context if result else None)
+            )
             outcomes.append(
                 {
                     "id": case["id"],
@@ -171,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     embeddings = make_embeddings(args.embeddings, cache_dir=args.cache_dir)
-    no_profile = {"recall": {"profile_max_chars": None}}
+    no_profile = {"recall": {"profile_max_tokens": None}}
     reports: dict[str, dict[str, Any]] = {}
     for name in CASE_SETS:
         path = args.cases_dir / name

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from langchain_core.tools import ToolException
 
-from langchain_tdai_recall._foreground import mark_background
+from langchain_tdai_recall._runtime.foreground import mark_background
 from langchain_tdai_recall.formation.consolidation import Consolidator, Plan
 from langchain_tdai_recall.formation.extraction import NewMemory, steering_cap, steers
 from langchain_tdai_recall.formation.prompts import detect_language

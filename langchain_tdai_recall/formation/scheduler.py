@@ -38,7 +38,7 @@ from typing import Final, Literal
 
 from langchain_core.runnables import RunnableConfig
 
-from langchain_tdai_recall._foreground import mark_background
+from langchain_tdai_recall._runtime.foreground import mark_background
 from langchain_tdai_recall.formation.pipeline import FormationEngine, RunRequest, RunResult
 from langchain_tdai_recall.formation.report import ExtractionReport, ReportBuilder
 from langchain_tdai_recall.types import Scope

@@ -13,8 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from langchain_tdai_recall import TdaiMemory, _foreground
-from langchain_tdai_recall._foreground import ForegroundFirstLock, in_background, mark_background
+from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall._runtime import foreground as _foreground
+from langchain_tdai_recall._runtime.foreground import (
+    ForegroundFirstLock,
+    in_background,
+    mark_background,
+)
 
 
 def _background(target: object) -> threading.Thread:

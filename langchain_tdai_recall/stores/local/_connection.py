@@ -2,12 +2,12 @@
 
 A file database has two connections: one for reads, one for write transactions, so a write that
 waits for another process's lock never holds up searches in this process. The write connection's
-lock lets a caller's thread go before the package's background workers
-(`_foreground.ForegroundFirstLock`), so a caller waits at most for the transaction in progress.
-Writes are explicit `BEGIN IMMEDIATE` transactions in WAL mode. Opening checks the file (empty,
-damaged, foreign or newer), creates a new database atomically, and applies the schema's migrations
-(`stores.local._schema`). Every `sqlite3` error is translated at this boundary into the
-package's `StoreError` family, naming the file and what to do about it.
+lock lets a caller's thread go before the package's background workers (`_runtime.foreground`),
+so a caller waits at most for the transaction in progress. Writes are explicit `BEGIN IMMEDIATE`
+transactions in WAL mode. Opening checks the file (empty, damaged, foreign or newer), creates a
+new database atomically, and applies the schema's migrations (`stores.local._schema`). Every
+`sqlite3` error is translated at this boundary into the package's `StoreError` family, naming the
+file and what to do about it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Final, NoReturn
 
-from langchain_tdai_recall._foreground import ForegroundFirstLock
+from langchain_tdai_recall._runtime.foreground import ForegroundFirstLock
 from langchain_tdai_recall.errors import (
     StoreClosedError,
     StoreCorruptedError,
