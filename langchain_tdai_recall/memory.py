@@ -86,6 +86,7 @@ from langchain_tdai_recall.types import (
     MessageHit,
     MessageRecord,
     RecallResult,
+    Reclaim,
     SceneBlock,
     SceneInfo,
     Scope,
@@ -1595,6 +1596,7 @@ class TdaiMemory:
         agent_id: str | None = None,
         all_agents: bool = False,
         timeout: float = DEFAULT_FORGET_TIMEOUT_S,
+        reclaim: Reclaim = "vacuum",
     ) -> ForgetReport:
         """Erase everything of a scope, or of every scope of a user (`all_agents=True`).
 
@@ -1611,6 +1613,11 @@ class TdaiMemory:
         scope again afterwards (see `_facade.forget`). Another process sees the erasure at its next
         call; a new process finds nothing.
 
+        `reclaim` says how PostgreSQL drops the erased rows from its files afterwards
+        (`Reclaim`: `"vacuum"` by default, `"full"` rewrites the tables, `"none"` leaves it to
+        autovacuum, e.g. for many erasures followed by one `VACUUM`); the directory store
+        overwrites the freed pages while it erases.
+
         Returns:
             A `ForgetReport` with the counts per scope and in total.
 
@@ -1621,6 +1628,12 @@ class TdaiMemory:
         """
         check_flag("all_agents", all_agents)
         wait = check_timeout("timeout", timeout)
+        if reclaim not in ("vacuum", "full", "none"):
+            msg = (
+                f"forget: reclaim must be 'vacuum', 'full' or 'none', got {shown(reclaim)}; "
+                "'vacuum' is the default"
+            )
+            raise ConfigError(msg)
         scope = self.scope(user_id, agent_id)
         if all_agents and agent_id is not None:
             msg = (
@@ -1651,6 +1664,7 @@ class TdaiMemory:
             user_id=scope.user_id,
             agent_id=scope.agent_id,
             all_agents=all_agents,
+            reclaim=reclaim,
         )
 
     def list_messages(

@@ -27,6 +27,7 @@ __all__ = [
     "RecallResult",
     "RecallStrategy",
     "RecalledMemory",
+    "Reclaim",
     "SceneBlock",
     "SceneInfo",
     "Scope",
@@ -506,6 +507,14 @@ class MemoryVersion:
 # -- erasure (issue 16) ---------------------------------------------------------------------------
 
 
+Reclaim: TypeAlias = Literal["vacuum", "full", "none"]
+"""How `TdaiMemory.forget` makes a PostgreSQL server drop the erased rows from its files:
+`vacuum` (`VACUUM` of the touched tables: the rows leave the tables and their indexes at once,
+readers and writers are not blocked), `full` (`VACUUM (FULL)`: the tables are rewritten without
+them; every server waits for each rewrite), `none` (left to autovacuum). The directory store
+overwrites what it frees while it erases, whatever is asked."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ErasedScope:
     """What `TdaiMemory.forget` erased in one scope (counts of rows, files and documents)."""
@@ -542,6 +551,15 @@ class ForgetReport:
     """Whether every scope of the user was erased."""
     scopes: tuple[ErasedScope, ...] = ()
     """Each scope erased, the shared one first (a scope that held nothing is listed too)."""
+    unnamed_scopes: int = 0
+    """With `all_agents`: scopes of the user erased although their agent id could not be read
+    back (a directory store's folder of a long agent id that lost its `.id` file), with their
+    persona and scenes; not in `scopes`."""
+    reclaim: Reclaim = "vacuum"
+    """How the erased rows were reclaimed from the database files (see `Reclaim`)."""
+    reclaimed: tuple[str, ...] = ()
+    """PostgreSQL tables vacuumed after the erasure (empty for the directory store, with
+    `reclaim="none"`, and for a table the server refused to vacuum, which is logged)."""
 
     def _total(self, name: str) -> int:
         return sum(int(getattr(s, name)) for s in self.scopes)

@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
+from langchain_tdai_recall._runtime.foreground import mark_background
 from langchain_tdai_recall._runtime.progress import Progress, progress
 from langchain_tdai_recall._runtime.threads import DaemonExecutor
 from langchain_tdai_recall.errors import EmbeddingError, StoreClosedError, StoreError
@@ -408,6 +409,7 @@ class VectorUpkeep:
         return wait
 
     def _run(self) -> None:
+        mark_background()
         while True:
             with self._cond:
                 while not self._wake and not self._stopping:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
+from langchain_tdai_recall._runtime.foreground import mark_background
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
 from langchain_tdai_recall.stores._index.extras import MemoryFilter, epoch
 from langchain_tdai_recall.types import MemoryRecord, iso_utc
@@ -305,6 +306,7 @@ class ExpirySweeper:
         return deleted
 
     def _run(self) -> None:
+        mark_background()
         while not self._stop.is_set():
             try:
                 full = self.sweep() >= SWEEP_BATCH

@@ -12,11 +12,15 @@ when it was called. In order, for each scope:
    of the scope starts until the erasure is over. Across processes the erasure deletes the
    scope's lease, so a run elsewhere fails its commit (the lease is checked in the commit's
    transaction).
-4. The store erases everything of the scope (`BaseMemoryStore.delete_scope`).
+4. The store erases everything of the scope (`BaseMemoryStore.delete_scope`); with
+   `all_agents`, after every scope, also what no scope names
+   (`BaseMemoryStore.erase_user_leftovers`).
 5. The formation scheduler drops what it had counted or queued for the scope; it handles every
    item queued before (e.g. a finished run's bookkeeping, which could write a session cursor
    back), and the store's erasure is then run once more, which only finds such leftovers.
-6. Vectors being computed need nothing: the upkeep stores a vector only into a row that still
+6. The database drops the erased rows from its files where it keeps them after a delete
+   (`BaseMemoryStore.reclaim_erased`: PostgreSQL's `VACUUM`, as `reclaim` asks).
+7. Vectors being computed need nothing: the upkeep stores a vector only into a row that still
    holds the text it embedded, and the rows are gone.
 
 Waiting for 1-3 is bounded by `timeout`; when it passes first, nothing is erased and
@@ -32,7 +36,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from langchain_tdai_recall.errors import StoreWriteError
-from langchain_tdai_recall.types import ErasedScope, ForgetReport, Scope
+from langchain_tdai_recall.types import ErasedScope, ForgetReport, Reclaim, Scope
 
 if TYPE_CHECKING:
     from langchain_tdai_recall._runtime.writer import TurnWriter
@@ -70,6 +74,7 @@ def erase_scopes(
     user_id: str,
     agent_id: str | None,
     all_agents: bool,
+    reclaim: Reclaim = "vacuum",
 ) -> ForgetReport:
     """Erase `scopes` after draining the background work that could write to them."""
     deadline = time.monotonic() + timeout
@@ -86,9 +91,17 @@ def erase_scopes(
         )
         raise StoreWriteError(msg)
     erased = [_erase_one(store, scope, formation, deadline, timeout) for scope in scopes]
-    logger.info("forget erased %d scope(s)", len(erased))
+    unnamed = store.erase_user_leftovers(user_id) if all_agents else 0
+    reclaimed = store.reclaim_erased(reclaim)
+    logger.info("forget erased %d scope(s)", len(erased) + unnamed)
     return ForgetReport(
-        user_id=user_id, agent_id=agent_id, all_agents=all_agents, scopes=tuple(erased)
+        user_id=user_id,
+        agent_id=agent_id,
+        all_agents=all_agents,
+        scopes=tuple(erased),
+        unnamed_scopes=unnamed,
+        reclaim=reclaim,
+        reclaimed=reclaimed,
     )
 
 

@@ -7,6 +7,8 @@
 - `async_api`: the `a*` twins of blocking calls, each built from its sync method in one line.
 - `progress`: the progress bar of long operations.
 - `process`: whether another process (a lease's or a lock's holder) is still running.
+- `foreground`: the lock that lets callers' writes go before background workers' (and the mark
+  a background worker thread carries).
 
 It imports only `errors` and `types` of this package, so every floor above may use it.
 """

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from langchain_tdai_recall._runtime.foreground import mark_background
 from langchain_tdai_recall.errors import (
     StoreClosedError,
     StoreCorruptedError,
@@ -142,6 +143,7 @@ class TurnWriter:
     # -- the thread ---------------------------------------------------------------------------
 
     def _run(self) -> None:
+        mark_background()
         while True:
             with self._cond:
                 while not self._queue and not self._closing:

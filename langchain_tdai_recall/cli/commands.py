@@ -402,6 +402,11 @@ def cmd_extract(args: argparse.Namespace) -> int:
             f"  model calls:       {report.model_calls} ({report.total_tokens} tokens)\n"
             f"  still pending:     {report.pending_messages} message(s)"
         )
+        if report.junk or report.unrepaired:
+            print(
+                f"  answers not used:  {report.junk} junk item(s), {report.unrepaired} that "
+                "could not be repaired (their windows are retried)"
+            )
         for error in report.errors:
             print(f"  failed: {error}")
     return 0 if report.ok else 1

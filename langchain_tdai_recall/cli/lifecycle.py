@@ -74,10 +74,18 @@ def render_forget(report: ForgetReport) -> list[str]:
             f"{'a persona' if s.persona else 'no persona'}, {s.formation_state} formation "
             f"state rows, {s.index_snapshots} index snapshot files"
         )
+    if report.unnamed_scopes:
+        lines.append(
+            f"user {report.user_id!r}: {report.unnamed_scopes} scope folder(s) whose agent id "
+            "could not be read (a lost .id file), erased whole"
+        )
     lines.append(
-        f"erased {len(report.scopes)} scope(s): {report.memories} memories, {report.messages} "
-        f"messages, {report.scenes} scenes, {report.personas} personas"
+        f"erased {len(report.scopes) + report.unnamed_scopes} scope(s): {report.memories} "
+        f"memories, {report.messages} messages, {report.scenes} scenes, {report.personas} "
+        "personas"
     )
+    if report.reclaimed:
+        lines.append(f"vacuumed ({report.reclaim}): {', '.join(report.reclaimed)}")
     return lines
 
 
@@ -100,7 +108,10 @@ def cmd_forget(args: argparse.Namespace) -> int:
             print("nothing was erased")
             return 1
         report = memory.forget(
-            user_id=scope.user_id, agent_id=scope.agent_id, all_agents=args.all_agents
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
+            all_agents=args.all_agents,
+            reclaim=args.reclaim,
         )
     if args.json:
         print_json(report)

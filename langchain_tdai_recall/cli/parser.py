@@ -272,6 +272,14 @@ def _add_lifecycle_commands(command: Callable[..., Any]) -> None:
         help="erase every scope of the user: the shared memory and every agent's",
     )
     p.add_argument(
+        "--reclaim",
+        choices=("vacuum", "full", "none"),
+        default="vacuum",
+        help="PostgreSQL: how the erased rows leave the database files afterwards: VACUUM the "
+        "touched tables (default), VACUUM (FULL) them (rewrites them; other servers wait), or "
+        "leave it to autovacuum",
+    )
+    p.add_argument(
         "-y",
         "--yes",
         action="store_true",

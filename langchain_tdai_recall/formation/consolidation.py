@@ -12,8 +12,10 @@ For each window's new memories, before anything is written:
    embedder, or the embedder failed) the keyword leg alone decides. A memory with no
    candidate is added without asking the model; a batch with none costs no call.
 3. **One decision call** per batch: add / update / merge / delete / skip for every new memory.
-4. **Validation** (G-X9): targets must be candidates of that memory; a decision for an unknown
-   memory is ignored; a missing or unknown decision means add; update with several targets is a
+4. **Validation** (G-X9): an answer holding junk or an unrepairable decision (`schemas.Read`)
+   is not used at all (the batch fails and is retried); targets must be candidates of that
+   memory; a decision for an unknown memory is ignored; a missing decision means add (the new
+   memory is kept); update with several targets is a
    merge; update, merge or delete without a valid target is an add; a skip without candidates
    is an add. Merged priorities stay in 0..100, and -1 survives only if an input had it (a
    merge cannot mint an absolute rule); a merge with steering text (`extraction.steers`) is
@@ -101,7 +103,14 @@ class Plan:
     call: CallResult | None = None
     """The decision call, when one was made."""
     error: str | None = None
-    """Set when the decision call failed: the batch must not be written."""
+    """Set when the decision call failed or its answer was not sound (junk or an unrepairable
+    decision, `schemas.Read`): the batch must not be written."""
+    junk: int = 0
+    """Decisions of the answer that were junk (not an object, an unknown action, no new id)."""
+    unrepaired: int = 0
+    """Decisions with a field that cannot be repaired."""
+    repaired: int = 0
+    """Fields of the decisions repaired (`schemas.Read.repaired`)."""
     candidates: bool = False
     """Whether any stored or earlier memory was similar enough to be offered as a candidate."""
 
@@ -250,11 +259,16 @@ class Consolidator:
             plan.error = call.error or "the consolidation call failed"
             return plan
         try:
-            decisions = read_consolidation(call.data).answer.decisions
+            read = read_consolidation(call.data)
         except InvalidAnswerError as exc:
             plan.error = f"invalid consolidation answer: {exc}"
             return plan
-        self._apply(plan, _Batch(fresh, slots, candidates, offered), decisions, now)
+        plan.junk, plan.unrepaired = len(read.junk), len(read.unrepaired)
+        if not read.sound:  # a decision whose meaning is unknown may be an update: ask again
+            plan.error = read.failure("consolidation")
+            return plan
+        plan.repaired = read.repaired
+        self._apply(plan, _Batch(fresh, slots, candidates, offered), read.answer.decisions, now)
         return plan
 
     # -- steps ---------------------------------------------------------------------------------

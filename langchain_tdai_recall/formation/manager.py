@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from langchain_core.tools import ToolException
 
+from langchain_tdai_recall._runtime.foreground import mark_background
 from langchain_tdai_recall.formation.consolidation import Consolidator, Plan
 from langchain_tdai_recall.formation.extraction import NewMemory, steering_cap, steers
 from langchain_tdai_recall.formation.prompts import detect_language
@@ -355,6 +356,7 @@ class _Worker:
         self._items.put(None)
 
     def _loop(self) -> None:
+        mark_background()
         while True:
             try:
                 item = self._items.get(timeout=_IDLE_EXIT_S)

@@ -13,8 +13,13 @@ window fails:
 4. commit the writes and move the cursor in one transaction, provided the lease is still ours
    and the cursor has not moved.
 
-A failed call or an invalid answer leaves the cursor where it was and schedules a retry with
-exponential backoff (`extraction.retry_base_seconds` … `retry_max_seconds`); nothing is skipped.
+A window is never committed past a fact its answer carried and formation did not store. A
+failed call, an invalid answer, or one holding junk or an item that cannot be repaired
+(`schemas.Read.sound`; the same for the consolidation answer) leaves the cursor where it was and
+schedules a retry with exponential backoff (`extraction.retry_base_seconds` …
+`retry_max_seconds`); nothing is skipped. An answer with more memories than one window may keep
+(`max_memories_per_session`) is asked again for each half of the window, at once, so none is
+cut; only a one-message window keeps its most important ones.
 After the windows, the new memories are folded into the scenes and, when due, the persona
 (`scenes`). Every run ends with a `tdai_extraction` custom event and returns an
 `ExtractionReport`; no failure propagates (a turn never sees one).
@@ -40,6 +45,7 @@ from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.formation._llm import CallResult, StructuredCaller
 from langchain_tdai_recall.formation.consolidation import Consolidator
 from langchain_tdai_recall.formation.extraction import (
+    Validated,
     Window,
     build_window,
     validate_answer,
@@ -47,6 +53,7 @@ from langchain_tdai_recall.formation.extraction import (
     window_language,
 )
 from langchain_tdai_recall.formation.prompts import (
+    Lang,
     detect_language,
     extraction_system,
     extraction_user,
@@ -339,6 +346,7 @@ class FormationEngine:
         """Extract windows of one session until done, out of budget, or a failure."""
         ex = self.config.extraction
         done = 0
+        split_to: int | None = None  # fewer messages after an answer over the per-window cap
         while done < budget:
             state = self.records.session(request.scope_id, session_key)
             rows = self.records.messages_after(
@@ -354,7 +362,9 @@ class FormationEngine:
                 ),
                 start_cursor=state.cursor,
                 config=ex,
-                max_messages=max(1, ex.window_messages >> min(shrink, 16)),
+                max_messages=min(
+                    max(1, ex.window_messages >> min(shrink, 16)), split_to or ex.window_messages
+                ),
             )
             if window is None:
                 return done, True
@@ -369,6 +379,10 @@ class FormationEngine:
                 report=report,
                 config=config,
             )
+            if isinstance(error, _Split):
+                split_to = max(1, len(window.messages) // 2)
+                continue
+            split_to = None
             if error is not None:
                 report.bump("failed_windows")
                 report.error(error)
@@ -410,39 +424,17 @@ class FormationEngine:
         situation: str,
         report: ReportBuilder,
         config: RunnableConfig,
-    ) -> str | None:
-        """Extract, consolidate and commit one window; returns an error, or `None` on success."""
+    ) -> str | _Split | None:
+        """Extract, consolidate and commit one window.
+
+        Returns an error, `_SPLIT` when the answer held more memories than one window may keep
+        (nothing was written; ask again for fewer messages), or `None` on success.
+        """
         ex = self.config.extraction
         lang = window_language(window, ex.language)
-        background, messages = window_items(window, self.tz, message_chars=ex.message_chars)
-        system = extraction_system(lang, language=lang, timezone=self.timezone_name)
-        user = extraction_user(
-            lang,
-            timezone=self.timezone_name,
-            situation=situation,
-            background=background,
-            messages=messages,
-        )
-        call = self.caller.call(ExtractionAnswer, system, user, config=config)
-        self._count(report, call)
-        report.prompt_chars.append(call.prompt_chars)
-        if call.data is None:
-            return call.error or "the extraction call failed"
-        try:
-            read = read_extraction(call.data)
-        except InvalidAnswerError as exc:
-            return f"invalid extraction answer: {exc}"
-        if read.rejected:  # committing would lose those memories for good: retry the window
-            return (
-                f"invalid extraction answer: {read.rejected} of "
-                f"{read.rejected + len(read.answer.memories)} memories have no usable text"
-            )
-        checked = validate_answer(
-            read.answer, window, config=ex, tz=self.tz, previous_situation=situation
-        )
-        report.bump("extracted", len(checked.memories))
-        report.bump("rejected", checked.rejected + checked.capped)
-        report.bump("downgraded_rules", checked.downgraded_rules)
+        checked = self._extract(window, lang, situation=situation, report=report, config=config)
+        if not isinstance(checked, Validated):
+            return checked
         plan = self.consolidator.plan(
             request.scope,
             request.scope_id,
@@ -454,8 +446,11 @@ class FormationEngine:
         )
         if plan.call is not None:
             self._count(report, plan.call)
+        report.bump("junk", plan.junk)
+        report.bump("unrepaired", plan.unrepaired)
         if plan.error is not None:
             return plan.error
+        report.bump("repaired", plan.repaired)
         self.consolidator.embed_missing(plan)  # before the transaction: a crash loses nothing
         outcome = self.records.commit(
             request.scope_id,
@@ -485,6 +480,54 @@ class FormationEngine:
         report.bump("written", len(outcome.written))
         report.bump("deleted", len(outcome.deleted))
         return None
+
+    def _extract(
+        self,
+        window: Window,
+        lang: Lang,
+        *,
+        situation: str,
+        report: ReportBuilder,
+        config: RunnableConfig,
+    ) -> Validated | str | _Split:
+        """The window's validated memories, or why the window cannot be committed as it is."""
+        ex = self.config.extraction
+        background, messages = window_items(window, self.tz, message_chars=ex.message_chars)
+        system = extraction_system(lang, language=lang, timezone=self.timezone_name)
+        user = extraction_user(
+            lang,
+            timezone=self.timezone_name,
+            situation=situation,
+            background=background,
+            messages=messages,
+        )
+        call = self.caller.call(ExtractionAnswer, system, user, config=config)
+        self._count(report, call)
+        report.prompt_chars.append(call.prompt_chars)
+        if call.data is None:
+            return call.error or "the extraction call failed"
+        try:
+            read = read_extraction(call.data)
+        except InvalidAnswerError as exc:
+            return f"invalid extraction answer: {exc}"
+        if not read.sound:  # what the model meant is unknown: never commit past it, ask again
+            report.bump("junk", len(read.junk))
+            report.bump("unrepaired", len(read.unrepaired))
+            return read.failure("extraction")
+        checked = validate_answer(
+            read.answer, window, config=ex, tz=self.tz, previous_situation=situation
+        )
+        if checked.capped and len(window.messages) > 1:
+            report.bump("split_windows")
+            return _SPLIT  # more than one window may keep: ask again for each half
+        report.bump("extracted", len(checked.memories))
+        report.bump("rejected", checked.rejected + checked.capped)
+        report.bump("downgraded_rules", checked.downgraded_rules)
+        report.bump("repaired", read.repaired)
+        report.bump(
+            "dropped_fields", read.dropped + checked.fixed_times + checked.dropped_source_ids
+        )
+        return checked
 
     @staticmethod
     def _count(report: ReportBuilder, call: CallResult) -> None:
@@ -529,6 +572,8 @@ class FormationEngine:
             )
             if outcome.call is not None:
                 self._count(report, outcome.call)
+            report.bump("junk", outcome.junk)
+            report.bump("unrepaired", outcome.unrepaired)
             if outcome.error is not None:
                 scenes_ok = False
                 report.error(outcome.error)
@@ -599,6 +644,15 @@ class FormationEngine:
         if configured in ("zh", "en"):
             return configured
         return detect_language(texts)
+
+
+class _Split:
+    """A window's answer held more memories than one window may keep (`_SPLIT`)."""
+
+    __slots__ = ()
+
+
+_SPLIT: Final = _Split()
 
 
 def _python_exiting() -> bool:

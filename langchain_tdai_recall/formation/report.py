@@ -51,8 +51,27 @@ class ExtractionReport:
     extracted: int = 0
     """Memories the model proposed that passed validation."""
     rejected: int = 0
-    """Proposed memories refused by a rule: empty text, over the per-window cap (an answer with
-    a memory that cannot be read at all fails its window instead, see `failed_windows`)."""
+    """Proposed memories not stored because a one-message window's answer held more than
+    `extraction.max_memories_per_session` (the least important; a longer window is split and
+    asked again instead, see `split_windows`)."""
+    junk: int = 0
+    """Items of model answers dropped as junk (not an object, text that is not a non-empty
+    string, an unknown type, action or operation); never stored. Their answer was not used:
+    its window, batch or scene queue failed and is retried (`failed_windows`, `errors`)."""
+    unrepaired: int = 0
+    """Items of model answers with a field that cannot be repaired (a priority outside -1..100
+    or not a whole number, a text field that is not text); their answer was retried like one
+    holding junk."""
+    repaired: int = 0
+    """Fields of used answers repaired where their meaning is unambiguous (`"80"`, `"Persona"`,
+    an id written as a string, a renamed field, an epoch time)."""
+    dropped_fields: int = 0
+    """Annotations of stored memories left out because they were unusable: activity times that
+    are no time (or an end before the start), source ids that name no new message of the
+    window, a situation that is not text. The memory itself is stored."""
+    split_windows: int = 0
+    """Windows whose answer held more memories than `max_memories_per_session`: asked again
+    in halves, so that none is cut."""
     downgraded_rules: int = 0
     """Priorities lowered by the prompt-injection rules: a `-1` that did not qualify (kept as
     90), or a memory from steering text (capped at 20, below every pin level and the profile)."""
@@ -122,6 +141,11 @@ _SUMMED: Final = (
     "messages",
     "extracted",
     "rejected",
+    "junk",
+    "unrepaired",
+    "repaired",
+    "dropped_fields",
+    "split_windows",
     "downgraded_rules",
     "invalid_decisions",
     "written",

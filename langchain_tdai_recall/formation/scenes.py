@@ -13,6 +13,8 @@ a scene; `keep` or `rewrite` the persona) and the code checks and applies them (
   `updated` set on write;
 - an edit that changes nothing is not written, and nothing is written before the whole answer
   validated, so the system context stays byte-stable between real updates;
+- an answer holding junk or an edit that cannot be repaired (`schemas.Read`) is not applied
+  at all: the queued memories stay queued and the call is retried;
 - applying edits is all or nothing: every touched scene is snapshotted first and restored if a
   write fails; a failed or invalid persona answer leaves the stored persona as it was.
 """
@@ -74,6 +76,10 @@ class SceneOutcome:
     unchanged: int = 0
     """Edits that would not change anything (not written)."""
     changed_names: list[str] = field(default_factory=list)
+    junk: int = 0
+    """Edits of the answer that were junk (`schemas.Read.junk`): the answer was not applied."""
+    unrepaired: int = 0
+    """Edits with a field that cannot be repaired: the answer was not applied."""
     call: CallResult | None = None
     error: str | None = None
 
@@ -253,11 +259,15 @@ class SceneWriter:
             outcome.error = call.error
             return outcome
         try:
-            edits = read_scenes(call.data).answer.edits
+            read = read_scenes(call.data)
         except InvalidAnswerError as exc:
             outcome.error = f"invalid scene answer: {exc}"
             return outcome
-        pending = self._validate(edits, current, outcome)
+        outcome.junk, outcome.unrepaired = len(read.junk), len(read.unrepaired)
+        if not read.sound:  # an edit whose meaning is unknown: apply none, the queue is retried
+            outcome.error = read.failure("scene")
+            return outcome
+        pending = self._validate(read.answer.edits, current, outcome)
         if self._erased(scope, memories):
             outcome.error = _ERASED
             return outcome

@@ -38,6 +38,7 @@ from typing import Final, Literal
 
 from langchain_core.runnables import RunnableConfig
 
+from langchain_tdai_recall._runtime.foreground import mark_background
 from langchain_tdai_recall.formation.pipeline import FormationEngine, RunRequest, RunResult
 from langchain_tdai_recall.formation.report import ExtractionReport, ReportBuilder
 from langchain_tdai_recall.types import Scope
@@ -256,6 +257,7 @@ class FormationScheduler:
     # -- the scheduler thread -----------------------------------------------------------------
 
     def _loop(self) -> None:
+        mark_background()
         while True:
             timeout = None
             if self._timers:
@@ -423,6 +425,7 @@ class FormationScheduler:
             worker.start()
 
     def _work(self, request: RunRequest) -> None:
+        mark_background()
         try:
             result = self.engine.run(request, wait_s=0.0)
         except Exception as exc:  # engine.run does not raise; belt and braces

@@ -1,21 +1,34 @@
 """What the chat model is asked to return in each formation call, and how an answer is read.
 
 Each call has a pydantic *wire* model: its JSON schema is what the model sees (as a tool, a
-response format, or text in the prompt), so field descriptions are written for the model. The
-answer is then read leniently, and a field of the wrong type is repaired wherever its meaning
-is unambiguous: a model that names a field slightly differently (`message_ids`, `scene_name`),
-writes `"80"` for 80, gives an activity time as epoch seconds (or milliseconds, or a four-digit
-year), sends `null` for an optional field, nests activity times in `metadata`, adds fields of
-its own, returns a memory as a bare string or its list as a JSON string still gives a usable
-answer. A priority that is not a number is 50 (as when missing), an unknown type `episodic`, an
-activity time that is no time at all is dropped (the memory is kept without it). What cannot be
-repaired is counted in `Read.rejected`: an extraction memory without text is not dropped
-silently, the pipeline treats the whole answer as failed (the window is retried, never skipped).
-A missing or unusable top level (no `memories`, not an object) makes an answer invalid, which
-leaves the cursor where it was.
+response format, or text in the prompt), so field descriptions are written for the model.
 
-Semantic limits (id sets, priorities, time formats, sizes) are not checked here but in the
-modules that know the window and the candidates (`extraction`, `consolidation`, `scenes`).
+An answer is then read item by item, under one rule: nothing the model meant to store is lost,
+and nothing it did not mean is stored. So only what is unambiguous is repaired, in an otherwise
+sound item: a whole-number priority written `"80"` or `80.0`, a type in another case, plural or
+a synonym our descriptions use (`"Persona"`, `"preferences"`), an id written as a bare string or
+number, a field under a common other name (`text`, `message_ids`, `scene_name`), activity times
+as epoch seconds or milliseconds or nested in `metadata`, `null` for an optional field, a
+missing priority (50), a list or answer sent as a JSON string, extra fields (ignored).
+
+- **Junk** is an item that is not an object (a bare string or number), whose text is not a
+  non-empty string (`42` is not made into "42"), or whose type (action, operation) is none of
+  ours. It is dropped and reported, never stored.
+- An item is **unrepairable** when a field that says what it is has a value whose meaning is
+  not certain: a priority outside -1..100 (`500`, `-7`: clamping would decide for the model,
+  and 500 clamped to 100 would pin a memory into every prompt), a fraction, a word or a bool
+  for a priority, text fields that are not text.
+- Annotations that are unusable (an activity time that is no time, a source id that names no
+  new message) are dropped and counted by the caller; the memory is kept.
+
+An answer holding junk or an unrepairable item is not `Read.sound`: the caller acts on none of
+it and retries the whole window, batch or scene queue, which stays pending (as for a
+malformed answer), so the model's meaning is asked for again instead of being guessed. A
+missing or unusable top level (no `memories`, not an object) makes an answer invalid, which
+leaves the cursor where it was too.
+
+Semantic limits (id sets, time formats, sizes) are not checked here but in the modules that
+know the window and the candidates (`extraction`, `consolidation`, `scenes`).
 """
 
 from __future__ import annotations
@@ -178,26 +191,33 @@ class PersonaAnswer(_Wire):
     persona: str = Field(default="", description="For rewrite: the whole new persona, Markdown.")
 
 
-# -- lenient reading ---------------------------------------------------------------------------
+# -- reading an answer -------------------------------------------------------------------------
 
+MIN_PRIORITY: Final = -1
+MAX_PRIORITY: Final = 100
+DEFAULT_PRIORITY: Final = 50
+"""Priority of a memory whose answer gives none (`null` or no field)."""
+
+_TYPES: Final = frozenset({"persona", "episodic", "instruction"})
 _TYPE_ALIASES: Final[dict[str, str]] = {
     "persona": "persona",
     "profile": "persona",
     "preference": "persona",
     "fact": "persona",
     "trait": "persona",
+    "habit": "persona",
+    "identity": "persona",
     "episodic": "episodic",
     "episode": "episodic",
     "event": "episodic",
+    "activity": "episodic",
+    "plan": "episodic",
     "instruction": "instruction",
     "instruct": "instruction",
     "rule": "instruction",
     "standing_rule": "instruction",
-    "habit": "persona",
-    "identity": "persona",
-    "activity": "episodic",
-    "plan": "episodic",
 }
+"""Words a model uses for our three types (the types' own descriptions use most of them)."""
 _MEMORY_KEYS: Final[dict[str, str]] = {
     "text": "content",
     "memory": "content",
@@ -219,6 +239,9 @@ _DECISION_KEYS: Final[dict[str, str]] = {
     "merged_type": "type",
     "merged_priority": "priority",
 }
+_SCENE_KEYS: Final[dict[str, str]] = {"action": "op", "scene": "name", "merge_from": "sources"}
+_ACTIONS: Final = frozenset({"add", "update", "merge", "delete", "skip"})
+_SCENE_OPS: Final = frozenset({"create", "update", "merge", "delete"})
 
 T = TypeVar("T", bound=BaseModel)
 M = TypeVar("M", bound=BaseModel)
@@ -226,115 +249,229 @@ M = TypeVar("M", bound=BaseModel)
 
 @dataclass(frozen=True, slots=True)
 class Read(Generic[M]):
-    """A usable answer and how many of its items had to be dropped."""
+    """An answer as read: its usable items, and what was wrong with the others.
+
+    Only a `sound` answer may be acted on: an answer holding junk, or an item with a field that
+    cannot be repaired, is retried as a whole (its window, batch or scene queue stays pending),
+    because what the model meant by it is unknown and may be a fact.
+    """
 
     answer: M
-    rejected: int
+    """The items that could be read (junk and unrepairable items left out)."""
+    junk: tuple[str, ...] = ()
+    """One reason per item that is junk: not an object (a bare string or number), text that
+    is not a non-empty string, an unknown type or action. Never stored, never made into text."""
+    unrepaired: tuple[str, ...] = ()
+    """One reason per otherwise sound item with a field that cannot be repaired (a priority
+    outside -1..100 or not a whole number, a field of the wrong kind)."""
+    repaired: int = 0
+    """Fields whose unambiguous meaning was restored (`"80"` for 80, `"Persona"`, a known id
+    written as a string or number, a renamed field, epoch seconds for a time)."""
+    dropped: int = 0
+    """Annotations of a kept item that were not usable and were left out (a time or source id
+    of the wrong kind, a situation that is not text); the memory itself is kept."""
+
+    @property
+    def rejected(self) -> int:
+        """Items that could not be used (junk or unrepairable)."""
+        return len(self.junk) + len(self.unrepaired)
+
+    @property
+    def sound(self) -> bool:
+        """Whether every item could be used."""
+        return not self.junk and not self.unrepaired
+
+    def failure(self, what: str) -> str:
+        """The report line of an answer that is not `sound` (reasons only, no model text)."""
+        parts: list[str] = []
+        if self.junk:
+            parts.append(f"{len(self.junk)} junk item(s) dropped ({'; '.join(self.junk)})")
+        if self.unrepaired:
+            parts.append(
+                f"{len(self.unrepaired)} item(s) that cannot be repaired "
+                f"({'; '.join(self.unrepaired)})"
+            )
+        return f"unusable {what} answer: {', '.join(parts)}; retried"
 
 
-def _rename(item: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+class _Note:
+    """What reading one item found."""
+
+    __slots__ = ("dropped", "junk", "repaired", "unrepaired")
+
+    def __init__(self) -> None:
+        self.junk: str | None = None
+        self.unrepaired: list[str] = []
+        self.repaired = 0
+        self.dropped = 0
+
+
+def _rename(item: Mapping[str, Any], names: Mapping[str, str], note: _Note) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in item.items():
-        target = names.get(str(key), str(key))
+        name = str(key)
+        target = names.get(name, name)
         if target not in out or out[target] in (None, "", []):
             out[target] = value
+            note.repaired += target != name
     return out
 
 
 _EPOCH_MS: Final = 100_000_000_000
 """Numbers at least this large are epoch milliseconds (seconds would be after the year 5000)."""
 _NUMBER_RE: Final = re.compile(r"[+-]?\d+(?:\.\d+)?")
+_WHOLE_RE: Final = re.compile(r"[+-]?\d+(?:\.0*)?")
+_ID_SPLIT_RE: Final = re.compile(r"[\s,;]+")
 
 
-def _as_text(value: object) -> str | None:
-    """A text field's value (numbers written out, a list of strings joined), or `None`."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
-        return str(value)
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return " ".join(v.strip() for v in value)
-    return None
+def _as_priority(value: object, note: _Note, missing: int | None) -> int | None:
+    """A priority in -1..100: an integer, also written as `80.0` or `"80"`.
 
-
-def _as_priority(value: object, missing: int | None) -> int | None:
-    """An integer priority from a number or a numeric string; `missing` otherwise."""
-    if isinstance(value, bool):
+    `missing` for `null` or no field. Anything else (a word, a fraction, a bool, a list, a
+    number outside -1..100) cannot be repaired: `500` may mean 50 or a 0-1000 scale, `-7` a
+    slip for -1 or 7, and clamping would decide for the model (500 to 100 would pin the
+    memory into every prompt). It is noted and `None` returned.
+    """
+    if value is None:
         return missing
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if math.isfinite(value) else missing
-    if isinstance(value, str) and _NUMBER_RE.fullmatch(value.strip()):
-        return int(float(value.strip()))
-    return missing
+    number: int | None = None
+    if isinstance(value, bool):
+        pass
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)
+        note.repaired += 1
+    elif isinstance(value, str) and _WHOLE_RE.fullmatch(value.strip()):
+        number = int(float(value.strip()))
+        note.repaired += 1
+    if number is None:
+        note.unrepaired.append("priority is not a whole number")
+        return None
+    if not MIN_PRIORITY <= number <= MAX_PRIORITY:
+        note.unrepaired.append(f"priority {number} is outside {MIN_PRIORITY}..{MAX_PRIORITY}")
+        return None
+    return number
 
 
-def _as_time(value: object) -> str | None:
+def _as_type(value: object) -> tuple[str | None, bool]:
+    """(type, repaired): one of our types from the model's word (any case, plural, synonym).
+
+    `(None, False)` when the word is none of them: an unknown type is not guessed.
+    """
+    if not isinstance(value, str):
+        return None, False
+    if value in _TYPES:
+        return value, False
+    key = value.strip().lower().replace(" ", "_").replace("-", "_")
+    found = _TYPE_ALIASES.get(key) or _TYPE_ALIASES.get(key.rstrip("s"))
+    return found, found is not None
+
+
+def _as_time(value: object, note: _Note) -> str | None:
     """An activity time as text, or `None` (the time is dropped, the memory kept).
 
-    ISO strings are unchanged; epoch seconds or milliseconds (also as a numeric string) become
-    a UTC date-time, a four-digit year its first day.
+    Strings are kept for the caller to parse (it drops what is no ISO time); epoch seconds or
+    milliseconds (also as a numeric string) become a UTC date-time, a four-digit year its
+    first day.
     """
+    if value is None:
+        return None
     if isinstance(value, str) and not _NUMBER_RE.fullmatch(value.strip()):
         return value
-    number: float
+    number = math.nan
     if isinstance(value, str):
         number = float(value.strip())
     elif isinstance(value, int | float) and not isinstance(value, bool):
         number = float(value)
-    else:
-        return None
-    if not math.isfinite(number):
-        return None
+    text: str | None = None
     if number.is_integer() and 1000 <= number <= 9999:
-        return f"{int(number):04d}-01-01"
-    if abs(number) >= _EPOCH_MS:
-        number /= 1000
-    try:
-        moment = dt.datetime.fromtimestamp(number, dt.UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
-    return moment.isoformat(timespec="seconds")
+        text = f"{int(number):04d}-01-01"
+    elif math.isfinite(number):
+        seconds = number / 1000 if abs(number) >= _EPOCH_MS else number
+        try:
+            text = dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat(timespec="seconds")
+        except (OverflowError, OSError, ValueError):
+            text = None
+    if text is None:
+        note.dropped += 1
+    else:
+        note.repaired += 1
+    return text
 
 
-def _as_ids(value: object) -> list[str]:
-    if isinstance(value, str | int) and not isinstance(value, bool):
+def _is_id(value: object) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def _as_ids(value: object, note: _Note) -> list[str]:
+    """Ids as strings: a list of them, or one id (or several, comma separated) written bare.
+
+    Whether an id names a message or a candidate is checked by the caller.
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        parts = [p for p in _ID_SPLIT_RE.split(value.strip()) if p]
+        note.repaired += bool(parts)
+        return parts
+    if _is_id(value):
+        note.repaired += 1
         return [str(value)]
-    if isinstance(value, list):
-        return [str(i) for i in value if isinstance(i, str | int) and not isinstance(i, bool)]
-    return []
+    if not isinstance(value, list):
+        note.dropped += 1
+        return []
+    ids = [str(i) for i in value if _is_id(i)]
+    note.dropped += len(value) - len(ids)
+    return ids
 
 
-def _as_type(value: object, default: str | None) -> str | None:
-    if not isinstance(value, str) or not value.strip():
-        return default
-    key = value.strip().lower().replace(" ", "_").replace("-", "_")
-    return _TYPE_ALIASES.get(key) or _TYPE_ALIASES.get(key.rstrip("s")) or default
+def _as_label(value: object, note: _Note) -> str:
+    """A short label (a situation): text, else empty (a number is not made into text)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    note.dropped += 1
+    return ""
 
 
-def _memory_item(item: object) -> dict[str, Any] | None:
+def _memory_item(item: object, note: _Note) -> dict[str, Any] | None:
     if isinstance(item, str):
-        item = {"content": item}  # a memory given as its bare text
-    if not isinstance(item, Mapping):
+        note.junk = "a bare string, not a memory object"
         return None
-    data = _rename(item, _MEMORY_KEYS)
+    if not isinstance(item, Mapping):
+        note.junk = f"{type(item).__name__}, not a memory object"
+        return None
+    data = _rename(item, _MEMORY_KEYS, note)
     meta = data.pop("metadata", None)
     if isinstance(meta, Mapping):
-        for key, value in _rename(meta, _MEMORY_KEYS).items():
-            data.setdefault(key, value)
-    content = _as_text(data.get("content"))
-    if content is None:
-        return None  # no text: nothing can be stored, and nothing may be dropped silently
-    data["content"] = content
-    data["type"] = _as_type(data.get("type"), "episodic")
-    data["priority"] = _as_priority(data.get("priority"), 50)
-    data["situation"] = _as_text(data.get("situation")) or ""
+        for key, value in _rename(meta, _MEMORY_KEYS, _Note()).items():  # one repair each
+            if data.get(key) is None:
+                data[key] = value
+                note.repaired += 1
+    content = data.get("content")
+    if not isinstance(content, str) or not content.strip():
+        note.junk = (
+            "no content"
+            if content is None
+            else "empty content"
+            if isinstance(content, str)
+            else f"content is {type(content).__name__}, not text"
+        )
+        return None
+    kind, fixed = _as_type(data.get("type"))
+    if kind is None:
+        note.junk = "no type" if data.get("type") is None else "unknown type"
+        return None
+    note.repaired += fixed
+    data["type"] = kind
+    priority = _as_priority(data.get("priority"), note, DEFAULT_PRIORITY)
+    data["priority"] = DEFAULT_PRIORITY if priority is None else priority
+    data["situation"] = _as_label(data.get("situation"), note)
     for key in ("activity_start", "activity_end"):
-        data[key] = _as_time(data.get(key))
-    data["source_ids"] = _as_ids(data.get("source_ids"))
+        data[key] = _as_time(data.get(key), note)
+    data["source_ids"] = _as_ids(data.get("source_ids"), note)
     return data
 
 
@@ -364,94 +501,165 @@ def _top(raw: object, key: str, *, list_is_items: bool) -> list[Any]:
     return items
 
 
+@dataclass(slots=True)
+class _Items(Generic[T]):
+    kept: list[T]
+    junk: list[str]
+    unrepaired: list[str]
+    repaired: int = 0
+    dropped: int = 0
+
+
 def _items(
     items: list[Any],
     model: type[T],
-    prepare: Callable[[object], dict[str, Any] | None],
-) -> tuple[list[T], int]:
-    kept: list[T] = []
-    rejected = 0
-    for item in items:
-        data = prepare(item)
-        if data is None:
-            rejected += 1
+    prepare: Callable[[object, _Note], dict[str, Any] | None],
+) -> _Items[T]:
+    out: _Items[T] = _Items([], [], [])
+    for n, item in enumerate(items, 1):
+        note = _Note()
+        data = prepare(item, note)
+        if note.junk is not None or data is None:
+            out.junk.append(f"item {n}: {note.junk or 'not an object'}")
+            continue
+        if note.unrepaired:
+            out.unrepaired.append(f"item {n}: {', '.join(note.unrepaired)}")
             continue
         try:
-            kept.append(model.model_validate(data))
-        except ValidationError:
-            rejected += 1
-    return kept, rejected
+            out.kept.append(model.model_validate(data))
+        except ValidationError as exc:
+            fields = sorted({str(e["loc"][0]) for e in exc.errors() if e.get("loc")})
+            out.unrepaired.append(f"item {n}: {', '.join(fields) or 'a field'} does not fit")
+            continue
+        out.repaired += note.repaired
+        out.dropped += note.dropped
+    return out
+
+
+def _read(answer: M, items: _Items[Any]) -> Read[M]:
+    return Read(
+        answer,
+        junk=tuple(items.junk),
+        unrepaired=tuple(items.unrepaired),
+        repaired=items.repaired,
+        dropped=items.dropped,
+    )
 
 
 def read_extraction(raw: object) -> Read[ExtractionAnswer]:
     """Read an extraction answer (`{"memories": [...]}`; a bare list of memories is accepted).
 
-    `rejected` counts the memories that could not be read (no text); the caller must not
-    treat such an answer as complete.
+    An item is junk when it is not an object, its content is not a non-empty string, or its
+    type is none of ours (see `Read`); a priority that cannot be repaired makes the item
+    unrepairable. The caller must not act on an answer that is not `sound`.
 
     Raises:
         InvalidAnswerError: If there is no list of memories.
     """
     items = _top(raw, "memories", list_is_items=True)
-    memories, rejected = _items(items, MemoryDraft, _memory_item)
+    read = _items(items, MemoryDraft, _memory_item)
     raw = _decoded(raw)
     situation = raw.get("situation", "") if isinstance(raw, Mapping) else ""
-    answer = ExtractionAnswer(situation=_as_text(situation) or "", memories=memories)
-    return Read(answer, rejected)
+    answer = ExtractionAnswer(
+        situation=situation if isinstance(situation, str) else "", memories=read.kept
+    )
+    return _read(answer, read)
 
 
-def _decision_item(item: object) -> dict[str, Any] | None:
+def _decision_item(item: object, note: _Note) -> dict[str, Any] | None:
     if not isinstance(item, Mapping):
+        note.junk = f"{type(item).__name__}, not a decision object"
         return None
-    data = _rename(item, _DECISION_KEYS)
-    action = str(data.get("action", "")).strip().lower()
-    data["action"] = "add" if action == "store" else action
-    if data["action"] not in ("add", "update", "merge", "delete", "skip"):
-        data["action"] = "add"  # unknown decisions mean add
+    data = _rename(item, _DECISION_KEYS, note)
+    action = data.get("action")
+    key = action.strip().lower() if isinstance(action, str) else ""
+    key = "add" if key == "store" else key
+    if key not in _ACTIONS:
+        note.junk = "no action" if action is None else "unknown action"
+        return None
+    note.repaired += key != action
+    data["action"] = key
+    new_id = data.get("new_id")
+    if isinstance(new_id, int) and not isinstance(new_id, bool):
+        data["new_id"] = f"n{new_id}"
+        note.repaired += 1
+    elif not isinstance(new_id, str) or not new_id.strip():
+        note.junk = "no new memory id"
+        return None
     targets = data.get("target_ids")
-    if isinstance(targets, str):
-        data["target_ids"] = [targets]
-    elif not isinstance(targets, list):
-        data["target_ids"] = []
-    else:
-        data["target_ids"] = [str(t) for t in targets if isinstance(t, str | int)]
-    data["type"] = _as_type(data.get("type"), None)
-    data["priority"] = _as_priority(data.get("priority"), None)
-    data["content"] = _as_text(data.get("content"))
+    ids_ok = all(_is_id(t) for t in targets) if isinstance(targets, list) else True
+    if not ids_ok or not (targets is None or isinstance(targets, str | list) or _is_id(targets)):
+        note.unrepaired.append("target ids are not a list of ids")
+    data["target_ids"] = _as_ids(targets, note)
+    content = data.get("content")
+    if content is not None and not isinstance(content, str):
+        note.unrepaired.append(f"content is {type(content).__name__}, not text")
+    if data.get("type") is not None:
+        kind, fixed = _as_type(data["type"])
+        if kind is None:
+            note.unrepaired.append("unknown type")
+        note.repaired += fixed
+        data["type"] = kind
+    data["priority"] = _as_priority(data.get("priority"), note, None)
     for key in ("activity_start", "activity_end"):
-        data[key] = _as_time(data.get(key))
-    if isinstance(data.get("new_id"), int) and not isinstance(data["new_id"], bool):
-        data["new_id"] = f"n{data['new_id']}"
-    elif "new_id" in data:
-        data["new_id"] = str(data["new_id"])
+        data[key] = _as_time(data.get(key), note)
     return data
 
 
 def read_consolidation(raw: object) -> Read[ConsolidationAnswer]:
-    """Read a consolidation answer (`{"decisions": [...]}` or a bare list)."""
+    """Read a consolidation answer (`{"decisions": [...]}` or a bare list).
+
+    A decision is junk when it is not an object, its action is none of ours or it names no new
+    memory; a field it gives that cannot be repaired (content that is not text, an unknown
+    type, a priority outside -1..100, targets that are not ids) makes it unrepairable.
+    """
     items = _top(raw, "decisions", list_is_items=True)
-    decisions, rejected = _items(items, Decision, _decision_item)
-    return Read(ConsolidationAnswer(decisions=decisions), rejected)
+    read = _items(items, Decision, _decision_item)
+    return _read(ConsolidationAnswer(decisions=read.kept), read)
 
 
-def _scene_item(item: object) -> dict[str, Any] | None:
+def _scene_item(item: object, note: _Note) -> dict[str, Any] | None:
     if not isinstance(item, Mapping):
+        note.junk = f"{type(item).__name__}, not an edit object"
         return None
-    data = _rename(item, {"action": "op", "scene": "name", "merge_from": "sources"})
-    data["op"] = str(data.get("op", "")).strip().lower()
+    data = _rename(item, _SCENE_KEYS, note)
+    op = data.get("op")
+    key = op.strip().lower() if isinstance(op, str) else ""
+    if key not in _SCENE_OPS:
+        note.junk = "no operation" if op is None else "unknown operation"
+        return None
+    note.repaired += key != op
+    data["op"] = key
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        note.junk = "no scene name"
+        return None
     sources = data.get("sources")
     if isinstance(sources, str):
         data["sources"] = [sources]
-    elif not isinstance(sources, list):
+        note.repaired += 1
+    elif sources is None:
         data["sources"] = []
+    elif not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+        note.unrepaired.append("sources are not scene names")
+    for key in ("summary", "body"):
+        value = data.get(key)
+        if value is None:
+            data[key] = ""
+        elif not isinstance(value, str):
+            note.unrepaired.append(f"{key} is {type(value).__name__}, not text")
     return data
 
 
 def read_scenes(raw: object) -> Read[SceneAnswer]:
-    """Read a scene answer (`{"edits": [...]}` or a bare list)."""
+    """Read a scene answer (`{"edits": [...]}` or a bare list).
+
+    An edit is junk when it is not an object, its operation is none of ours or it names no
+    scene; a summary, body or source list that is not text makes it unrepairable.
+    """
     items = _top(raw, "edits", list_is_items=True)
-    edits, rejected = _items(items, SceneEdit, _scene_item)
-    return Read(SceneAnswer(edits=edits), rejected)
+    read = _items(items, SceneEdit, _scene_item)
+    return _read(SceneAnswer(edits=read.kept), read)
 
 
 def read_persona(raw: object) -> Read[PersonaAnswer]:
@@ -460,18 +668,22 @@ def read_persona(raw: object) -> Read[PersonaAnswer]:
     Raises:
         InvalidAnswerError: If the action is unknown, or `rewrite` comes without text.
     """
+    raw = _decoded(raw)
     if not isinstance(raw, Mapping):
         msg = f"expected a JSON object, got {type(raw).__name__}"
         raise InvalidAnswerError(msg)
-    action = str(raw.get("action", "")).strip().lower()
-    text = raw.get("persona") or raw.get("body") or ""
-    if action not in ("keep", "rewrite"):
-        msg = f"unknown persona action {action!r}"
+    action = raw.get("action")
+    key = action.strip().lower() if isinstance(action, str) else ""
+    text = raw.get("persona")
+    if text is None:
+        text = raw.get("body")
+    if key not in ("keep", "rewrite"):
+        msg = "no persona action" if action is None else "unknown persona action"
         raise InvalidAnswerError(msg)
-    if action == "rewrite" and (not isinstance(text, str) or not text.strip()):
+    if key == "rewrite" and (not isinstance(text, str) or not text.strip()):
         msg = "a persona rewrite without text"
         raise InvalidAnswerError(msg)
     answer = PersonaAnswer.model_validate(
-        {"action": action, "persona": text if isinstance(text, str) else ""}
+        {"action": key, "persona": text if isinstance(text, str) else ""}
     )
-    return Read(answer, 0)
+    return Read(answer, repaired=int(key != action))

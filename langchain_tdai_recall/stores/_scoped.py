@@ -385,6 +385,11 @@ class ScopedStore(BaseMemoryStore):
             **counts,
         )
 
+    def erase_user_leftovers(self, user_id: str) -> int:
+        """Erase the user's documents no scope names (see `BaseMemoryStore`)."""
+        self._check_writable()
+        return self.documents.delete_user_leftovers(user_id)
+
     def user_scopes(self, user_id: str) -> list[Scope]:
         """Every scope of a user: with a key row, or with documents."""
         self._check_open()

@@ -68,6 +68,7 @@ from langchain_tdai_recall.types import (
     MemoryType,
     MemoryVersion,
     MessageRecord,
+    Reclaim,
     SceneBlock,
     SceneInfo,
     Scope,
@@ -724,6 +725,27 @@ class BaseMemoryStore(ABC):
         generation) stays, so handles that cached it keep working; listings skip a scope that
         holds nothing. Idempotent. Raises `StoreReadOnlyError` on a read-only store.
         """
+
+    def reclaim_erased(self, mode: Reclaim) -> tuple[str, ...]:
+        """Make the database drop erased rows from its files, after `delete_scope` committed.
+
+        `TdaiMemory.forget` calls it once after its erasures. Returns the tables reclaimed; a
+        backend that overwrites freed space as it deletes (the directory store) has nothing to
+        do. Never raises for a refusal of the database (it is logged and left out).
+        """
+        del mode
+        return ()
+
+    def erase_user_leftovers(self, user_id: str) -> int:
+        """Erase what is left of a user once each scope of `user_scopes` was erased.
+
+        `TdaiMemory.forget(all_agents=True)` calls it last: a backend that can hold data of a
+        user that no scope names (the directory store's folder of a long agent id whose `.id`
+        file was lost) erases it here. Returns how many such unnamed scopes were erased; this
+        default has none.
+        """
+        del user_id
+        return 0
 
     @abstractmethod
     def user_scopes(self, user_id: str) -> list[Scope]:

@@ -284,6 +284,15 @@ class DocumentStore(ABC):
         """The scopes of one user holding a persona or a scene."""
         return [s for s in self.scopes() if s.user_id == user_id]
 
+    def delete_user_leftovers(self, user_id: str) -> int:
+        """Delete what is left of a user after each of their scopes was erased.
+
+        Documents no scope can name (a directory store's folder of a long agent id that lost
+        its `.id` file). Returns how many such scope folders were deleted; none here.
+        """
+        del user_id
+        return 0
+
 
 class InMemoryDocuments(DocumentStore):
     """Documents kept in dictionaries (the `path=None` store)."""

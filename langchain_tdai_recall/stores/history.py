@@ -1,10 +1,12 @@
 """The history codec: how a replaced version of a memory is kept, the same in every backend.
 
 An update, a merge and a delete each end the current version of a memory. Before the row
-changes, the backend copies its remembered fields (`SNAPSHOT_FIELDS`) as one JSON object to its
-version table, with what ended it (`update`, `merge`, `merged`, `delete`), who did it and the ids
-involved, inside the write's own transaction. An update that changes none of `COMPARED_FIELDS`
-is not a new version. This module owns the format: what a snapshot holds, when an update is a
+changes, the backend copies its remembered fields (`SNAPSHOT_FIELDS`, metadata and expiry
+included) as one JSON object to its version table, with what ended it (`update`, `merge`,
+`merged`, `delete`), who did it and the ids involved, inside the write's own transaction. An
+update that changes none of `COMPARED_FIELDS` is not a new version. A snapshot is JSON, so
+adding fields needs no migration: versions recorded before a field existed read it as empty
+(no metadata, no expiry). This module owns the format: what a snapshot holds, when an update is a
 new version, and how stored versions read back as `MemoryVersion`s; the statements that keep and
 read versions are written once over the SQL backends' dialects in `stores._sql.history`. Plain
 inserts write nothing to the history, so bulk ingestion pays nothing for it.
@@ -16,6 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Final, cast
 
+from langchain_tdai_recall.stores.records import stored_metadata
 from langchain_tdai_recall.types import Change, MemoryRecord, MemoryVersion, Scope
 
 __all__ = [
@@ -39,6 +42,8 @@ SNAPSHOT_FIELDS: Final = (
     "source_message_ids",
     "created_at",
     "updated_at",
+    "metadata",
+    "expires_at",
 )
 """The fields of a memory a version keeps (its scope and id are the version row's own)."""
 
@@ -51,8 +56,11 @@ COMPARED_FIELDS: Final = (
     "activity_end_time",
     "timestamp",
     "source_message_ids",
+    "metadata",
 )
-"""The fields whose change makes an update a new version (write times and session do not)."""
+"""The fields whose change makes an update a new version. Write times, the session and the
+expiry do not: every update renews a default TTL (`store.default_ttl_seconds`), and re-writing
+the same memory is not a new version of it; the expiry is kept in each version all the same."""
 
 
 def record_fields(rec: MemoryRecord) -> dict[str, object]:
@@ -69,6 +77,8 @@ def record_fields(rec: MemoryRecord) -> dict[str, object]:
         "source_message_ids": list(rec.source_message_ids),
         "created_at": rec.created_at,
         "updated_at": rec.updated_at,
+        "metadata": dict(rec.metadata),
+        "expires_at": rec.expires_at,
     }
 
 
@@ -115,6 +125,8 @@ def versions_from_rows(
             source_message_ids=tuple(data["source_message_ids"]),
             created_at=str(data["created_at"]),
             updated_at=str(data["updated_at"]),
+            metadata=stored_metadata(data.get("metadata")),  # absent from older versions
+            expires_at=None if data.get("expires_at") is None else str(data["expires_at"]),
         )
         out.append(
             MemoryVersion(

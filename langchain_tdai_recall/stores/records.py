@@ -39,6 +39,7 @@ __all__ = [
     "memory_from_row",
     "message_from_row",
     "metadata_json",
+    "stored_metadata",
 ]
 
 Layer = Literal["l1", "l0"]
@@ -143,12 +144,12 @@ def memory_from_row(row: Sequence[object], scope: Scope) -> MemoryRecord:
         source_message_ids=tuple(json.loads(str(sources))),
         created_at=str(created),
         updated_at=str(updated),
-        metadata=_metadata(metadata),
+        metadata=stored_metadata(metadata),
         expires_at=None if expires is None else str(expires),
     )
 
 
-def _metadata(value: object) -> dict[str, object]:
+def stored_metadata(value: object) -> dict[str, object]:
     """Stored metadata (JSON text, or a dict from PostgreSQL's jsonb) as a dict."""
     if value is None or value in ("", "{}"):
         return {}

@@ -108,6 +108,7 @@ PRIVATE_ROOMS: dict[str, tuple[str, ...] | None] = {
         "langchain_tdai_recall.types",
         "langchain_tdai_recall.text",
         "langchain_tdai_recall.stores",
+        "langchain_tdai_recall._runtime",  # the expiry sweep is a background worker
     ),
     "_facade": None,
     "_turn": None,

@@ -18,6 +18,7 @@ from langchain_tdai_recall.stores.history import (
     is_new_version,
     versions_from_rows,
 )
+from langchain_tdai_recall.stores.records import stored_metadata
 from langchain_tdai_recall.types import Change, MemoryRecord, MemoryVersion, Scope
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def snapshot_of(
         return None
     old: dict[str, object] = dict(zip(SNAPSHOT_FIELDS, row, strict=True))
     old["source_message_ids"] = json.loads(str(old["source_message_ids"]))
+    old["metadata"] = stored_metadata(old["metadata"])
     return old
 
 

@@ -103,6 +103,13 @@ _INSERT_MESSAGE: Final = (
     "INSERT INTO {p}messages (scope_id, id, role, content, session_key, session_id, "
     "recorded_at, context, generation, embedder, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_LAST_IN_SESSION: Final = (
+    "SELECT content FROM {p}messages WHERE scope_id = ? AND session_key = ? "
+    "ORDER BY rowid DESC LIMIT 1"
+)
+"""The last stored text of a session (the context of the next message)."""
+_FEW_VARIABLES: Final = 400
+"""Bound parameters of one statement that every SQLite build accepts (999 before 3.32)."""
 
 _MESSAGE_COLS: Final = ", ".join(MESSAGE_COLUMNS)
 
@@ -452,11 +459,11 @@ class SqlRecords(SqlVectors, SqlErasure):
         batch, else the last one stored) as its context. Returns how many were new.
         """
         t = self.dialect.text
+        ids = list(dict.fromkeys(t(r.id) or "" for r in records))
+        sessions = list(dict.fromkeys(t(r.session_key) or "" for r in records))
         with self._writing("write messages", busy_timeout_ms=busy_timeout_ms) as conn:
             gen = self.bump(conn, scope_id)  # also locks the scope: the reads below stay true
-            ids = list(dict.fromkeys(t(r.id) or "" for r in records))
-            existing = self._existing_messages(conn, scope_id, ids)
-            previous: dict[str, str] = {}
+            existing, previous = self._message_context(conn, scope_id, ids, sessions)
             params: list[tuple[object, ...]] = []
             for rec in records:
                 mid = t(rec.id) or ""
@@ -464,15 +471,6 @@ class SqlRecords(SqlVectors, SqlErasure):
                     continue
                 existing.add(mid)
                 session = t(rec.session_key) or ""
-                if session not in previous:
-                    row = conn.execute(
-                        self.dialect.sql(
-                            "SELECT content FROM {p}messages WHERE scope_id = ? "
-                            "AND session_key = ? ORDER BY rowid DESC LIMIT 1"
-                        ),
-                        (scope_id, session),
-                    ).fetchone()
-                    previous[session] = str(row[0]) if row else ""
                 content = t(rec.content) or ""
                 params.append(
                     (
@@ -490,9 +488,49 @@ class SqlRecords(SqlVectors, SqlErasure):
                     )
                 )
                 previous[session] = content
-            if params:
-                self._execute_many(conn, self.dialect.sql(_INSERT_MESSAGE), params)
+            self._insert_rows(conn, _INSERT_MESSAGE, params)
         return len(params)
+
+    def _message_context(
+        self, conn: Any, scope_id: int, ids: Sequence[str], sessions: Sequence[str]
+    ) -> tuple[set[str], dict[str, str]]:
+        """(which of `ids` the scope holds, the last stored text of each of `sessions`).
+
+        One statement for a turn's few messages: every statement of the caller's write
+        transaction lets background threads take the interpreter (and the CPU) in between.
+        """
+        if len(ids) + 3 * len(sessions) > _FEW_VARIABLES:
+            existing = self._existing_messages(conn, scope_id, ids)
+            previous: dict[str, str] = {}
+            for session in sessions:
+                row = conn.execute(
+                    self.dialect.sql(_LAST_IN_SESSION), (scope_id, session)
+                ).fetchone()
+                previous[session] = str(row[0]) if row else ""
+            return existing, previous
+        among, bound = self.dialect.any_of("id", ids)
+        parts = [f"SELECT id, NULL FROM {{p}}messages WHERE scope_id = ? AND {among}"]
+        parts += [f"SELECT NULL, ({_LAST_IN_SESSION})"] * len(sessions)
+        params: list[object] = [scope_id, *bound]
+        for session in sessions:
+            params += [scope_id, session]
+        rows = conn.execute(self.dialect.sql(" UNION ALL ".join(parts)), params).fetchall()
+        existing = {str(r[0]) for r in rows if r[0] is not None}
+        lasts = [str(r[1]) if r[1] is not None else "" for r in rows if r[0] is None]
+        return existing, dict(zip(sessions, lasts, strict=True))
+
+    def _insert_rows(self, conn: Any, insert: str, rows: Sequence[tuple[object, ...]]) -> None:
+        """`insert` (one row of `?`s) for every row, as few multi-row statements as can bind."""
+        if not rows:
+            return
+        head, _, marks = insert.partition(" VALUES ")
+        per = max(_FEW_VARIABLES // len(rows[0]), 1)
+        for start in range(0, len(rows), per):
+            part = rows[start : start + per]
+            conn.execute(
+                self.dialect.sql(f"{head} VALUES {', '.join([marks] * len(part))}"),
+                [value for row in part for value in row],
+            )
 
     def message_rows_since(
         self, scope_id: int, generation: int, scope: Scope, *, after: int, upto: int

@@ -1,11 +1,13 @@
 """The local store's SQLite connections: opening, migrating, locking and error translation.
 
 A file database has two connections: one for reads, one for write transactions, so a write that
-waits for another process's lock never holds up searches in this process. Writes are explicit
-`BEGIN IMMEDIATE` transactions in WAL mode. Opening checks the file (empty, damaged, foreign or
-newer), creates a new database atomically, and applies the schema's migrations
-(`stores.local._schema`). Every `sqlite3` error is translated at this boundary into the
-package's `StoreError` family, naming the file and what to do about it.
+waits for another process's lock never holds up searches in this process. The write connection's
+lock lets a caller's thread go before the package's background workers (`_runtime.foreground`),
+so a caller waits at most for the transaction in progress. Writes are explicit `BEGIN IMMEDIATE`
+transactions in WAL mode. Opening checks the file (empty, damaged, foreign or newer), creates a
+new database atomically, and applies the schema's migrations (`stores.local._schema`). Every
+`sqlite3` error is translated at this boundary into the package's `StoreError` family, naming the
+file and what to do about it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Final, NoReturn
 
+from langchain_tdai_recall._runtime.foreground import ForegroundFirstLock
 from langchain_tdai_recall.errors import (
     StoreClosedError,
     StoreCorruptedError,
@@ -74,8 +77,12 @@ class SqliteConnection:
         self.path = directory / DB_FILENAME if directory is not None else None
         self.read_only = read_only
         self._where = str(self.path) if self.path is not None else "the in-memory database"
-        self._write_lock = threading.RLock()
-        self._read_lock = threading.RLock()
+        # callers first on a file's writes; the in-memory database (tests, notebooks) has one
+        # connection for reads and writes, which background work must not wait behind callers
+        self._write_lock: ForegroundFirstLock | threading.RLock = (
+            ForegroundFirstLock() if directory is not None else threading.RLock()
+        )
+        self._read_lock: ForegroundFirstLock | threading.RLock = threading.RLock()
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
         self._closed = False

@@ -352,6 +352,29 @@ class FileDocuments(DocumentStore):
                     shutil.rmtree(user_dir)
         return persona, scenes
 
+    def delete_user_leftovers(self, user_id: str) -> int:
+        """Delete the user's folder with everything still in it; returns the scope folders.
+
+        Called after each scope of the user was erased (`forget(all_agents=True)`): what is
+        left is a folder no scope can name (a long agent id's hashed folder whose `.id` file
+        was lost, so `user_scopes` cannot list it) or stray files. All of it is the user's.
+        """
+        user_dir = self.root / _encode(user_id)
+        with self._lock, _file_errors("delete", user_dir):
+            if not user_dir.is_dir():
+                return 0
+            folders = [p for p in user_dir.iterdir() if p.is_dir()]
+            if folders:
+                logger.warning(
+                    "forget: erasing %d scope folder(s) of the user whose agent id could not "
+                    "be read (the %s file is missing or does not match)",
+                    len(folders),
+                    _ID_FILE,
+                )
+            self._context_cache.clear()  # entries of the unnamed scopes cannot be told apart
+            shutil.rmtree(user_dir)
+        return len(folders)
+
     def user_scopes(self, user_id: str) -> list[Scope]:
         """The scopes of one user with a folder (only that user's folder is read)."""
         user_dir = self.root / _encode(user_id)

@@ -52,6 +52,8 @@ SQLITE: Final = Dialect(prefix="", mark="?")
 """The statements shared with PostgreSQL, as SQLite reads them."""
 
 _MEMORY_COLS: Final = SQLITE.memory_columns
+_RETURNING: Final = sqlite3.sqlite_version_info >= (3, 35, 0)
+"""Whether this SQLite has `UPDATE ... RETURNING` (3.35, 2021)."""
 _MESSAGE_COLS: Final = ", ".join(MESSAGE_COLUMNS)
 _EMBEDDED_TEXT: Final[dict[Layer, str]] = {
     "l1": "content",
@@ -146,6 +148,13 @@ class SqliteRecords(SqliteConnection, SqlRecords):
     @staticmethod
     def bump(conn: sqlite3.Connection, scope_id: int) -> int:
         """Advance a scope's generation inside the caller's transaction; returns the new one."""
+        if _RETURNING:  # one statement: each lets other threads take the interpreter
+            (gen,) = conn.execute(
+                "UPDATE scopes SET generation = generation + 1 WHERE scope_id = ? "
+                "RETURNING generation",
+                (scope_id,),
+            ).fetchone()
+            return int(gen)
         conn.execute(
             "UPDATE scopes SET generation = generation + 1 WHERE scope_id = ?", (scope_id,)
         )

@@ -36,7 +36,7 @@ from langchain_tdai_recall.stores.postgres._documents import PostgresDocuments
 from langchain_tdai_recall.stores.postgres._formation import PostgresFormationState
 from langchain_tdai_recall.stores.postgres._records import PostgresRecords
 from langchain_tdai_recall.text.tokenize import Tokenizer
-from langchain_tdai_recall.types import Scope
+from langchain_tdai_recall.types import Reclaim, Scope
 
 __all__ = ["DEFAULT_POOL_SIZE", "DEFAULT_TIMEOUT_MS", "PostgresMemoryStore"]
 
@@ -48,6 +48,20 @@ DEFAULT_POOL_SIZE: Final = 8
 """Default number of pooled connections per process."""
 _SETUP_TIMEOUT_S: Final = 60.0
 """Bound of schema creation and migration at open."""
+_RECLAIM_TIMEOUT_S: Final = 600.0
+"""Bound of one table's `VACUUM` after an erasure (`VACUUM (FULL)` rewrites the table)."""
+_ERASED_TABLES: Final = (
+    "tdai_memories",
+    "tdai_messages",
+    "tdai_memory_versions",
+    "tdai_personas",
+    "tdai_scenes",
+    "tdai_formation_sessions",
+    "tdai_formation_scopes",
+    "tdai_formation_scene_queue",
+    "tdai_formation_leases",
+)
+"""The tables `forget` deletes text from (the scope keys and tombstones hold none)."""
 
 
 def _check_number(field: str, value: object, low: int, high: int) -> int:
@@ -163,6 +177,46 @@ class PostgresMemoryStore(ScopedStore):
 
     def _release(self) -> None:
         self.db.close()
+
+    def reclaim_erased(self, mode: Reclaim) -> tuple[str, ...]:
+        """`VACUUM` (or `VACUUM (FULL)`) each table an erasure deletes from (`Reclaim`).
+
+        Each runs outside a transaction, on its own, bounded by `_RECLAIM_TIMEOUT_S` and the
+        store's lock timeout. A table the server refuses (the connecting role does not own it:
+        PostgreSQL skips it with a warning) or cannot lock in time is logged and left out.
+        """
+        self._check_writable()
+        if mode == "none":
+            return ()
+        statement = "VACUUM (FULL) {}" if mode == "full" else "VACUUM {}"
+        done: list[str] = []
+        for table in _ERASED_TABLES:
+            skipped: list[str] = []
+
+            def notice(diag: psycopg.errors.Diagnostic, out: list[str] = skipped) -> None:
+                if diag.severity_nonlocalized == "WARNING":
+                    out.append(diag.message_primary or "")
+
+            try:
+                with self.db.connection(f"vacuum {table}", timeout_s=_RECLAIM_TIMEOUT_S) as conn:
+                    conn.add_notice_handler(notice)
+                    try:
+                        conn.execute(statement.format(table))
+                    finally:
+                        conn.remove_notice_handler(notice)
+            except StoreError as exc:
+                logger.warning("forget: %s was not vacuumed: %s", table, exc)
+                continue
+            if skipped:
+                logger.warning(
+                    "forget: PostgreSQL did not vacuum %s (%s); its erased rows stay on disk "
+                    "until autovacuum or the table's owner vacuums it",
+                    table,
+                    skipped[0],
+                )
+                continue
+            done.append(table)
+        return tuple(done)
 
     def _resolve(self, scope: Scope, create: bool) -> int | None:
         return self.scope_id(scope, create=create)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from langchain_tdai_recall.memory import TdaiMemory
+from langchain_tdai_recall.stores.formation import FormationSnapshot, VersionRow
 from langchain_tdai_recall.testing.conformance._shared import (
     _CREATED,
     _MEMORIES,
@@ -138,3 +141,69 @@ class MemoryTests:
             assert store.pending_vector_count(Scope("u")) == 0
             memory.add_memory("The user likes blues.", id="jazz", user_id="u")
             assert store.pending_vector_count(Scope("u")) in (0, 1)  # upkeep may be done
+
+    def test_history_keeps_metadata_and_expiry_and_reads_older_versions(
+        self, factory: BackendFactory
+    ) -> None:
+        """Each version keeps the metadata and expiry it had; older versions read without them."""
+        store = factory.open()
+        with open_memory(store) as memory:
+            first = memory.add_memory(
+                "Parked on level 3",
+                id="car",
+                user_id="u",
+                metadata={"source": "app", "level": 3},
+                expires_at="2031-01-01T00:00:00Z",
+            )
+            memory.add_memory(
+                "Parked on level 3", id="car", user_id="u", metadata={"source": "valet"}
+            )  # only the metadata changed: a new version
+            memory.add_memory(
+                "Parked on level 3",
+                id="car",
+                user_id="u",
+                metadata={"source": "valet"},
+                expires_at="2032-01-01T00:00:00Z",
+            )  # only the expiry changed (a renewed TTL does that): no new version
+            memory.delete_memory("car", user_id="u")
+            versions = memory.history("car", user_id="u")
+            assert [(v.record.metadata, v.record.expires_at) for v in versions] == [
+                ({"source": "app", "level": 3}, first.expires_at),
+                ({"source": "valet"}, "2032-01-01T00:00:00.000Z"),
+            ]
+            assert [v.change for v in versions] == ["update", "delete"]
+            # a version recorded before snapshots held metadata and expiry still reads
+            scope_id = store.formation.scope_id(Scope("u"))
+            assert scope_id is not None
+            old = {
+                "content": "Parked on level 1",
+                "type": "episodic",
+                "scene_name": "",
+                "priority": 50,
+                "activity_start_time": None,
+                "activity_end_time": None,
+                "timestamp": None,
+                "session_key": "",
+                "source_message_ids": [],
+                "created_at": "2024-01-01T00:00:00.000Z",
+                "updated_at": "2024-01-01T00:00:00.000Z",
+            }
+            store.formation.import_scope(
+                scope_id,
+                FormationSnapshot(
+                    versions=(
+                        VersionRow(
+                            "bike",
+                            1,
+                            "delete",
+                            "api",
+                            "[]",
+                            json.dumps(old),
+                            "2024-02-01T00:00:00.000Z",
+                        ),
+                    )
+                ),
+            )
+            (legacy,) = memory.history("bike", user_id="u")
+            assert legacy.record.content == "Parked on level 1"
+            assert (legacy.record.metadata, legacy.record.expires_at) == ({}, None)

@@ -119,6 +119,38 @@ def test_G_X15_a_failed_scene_update_changes_nothing_and_is_retried(
     assert {s.name for s in memory.list_scenes()} == {"Running", "Chess"}
 
 
+@pytest.mark.parametrize(
+    "junk",
+    [
+        "create Chess",
+        {"op": "invent", "name": "Chess", "body": "x"},
+        {"op": "create", "body": "x"},
+        {"op": "create", "name": "Chess", "body": 42},
+        {"op": "merge", "name": "Running", "sources": [7], "body": "x"},
+    ],
+)
+def test_a_scene_answer_with_junk_applies_nothing_and_is_retried(
+    open_memory: OpenMemory, junk: Any
+) -> None:
+    # issue 26 item 1: junk edits were dropped and the rest applied, and the queued memories
+    # were marked done, so an edit the model meant was lost for good
+    memory = open_memory(
+        scenes_model(
+            [create("Running", "Runs.")],
+            [create("Swimming", "Swims."), junk],
+            [create("Swimming", "Swims."), create("Chess", "Plays.")],
+        )
+    )
+    form(memory, ["I run."])
+    failed = form(memory, ["I swim and play chess."], session="s2")
+    assert failed.junk + failed.unrepaired == 1 and failed.errors
+    assert "unusable scene answer" in failed.errors[0]
+    assert {s.name for s in memory.list_scenes()} == {"Running"}  # nothing half-applied
+    retried = memory.extract()
+    assert retried.ok and retried.scenes["created"] == 2
+    assert {s.name for s in memory.list_scenes()} == {"Running", "Swimming", "Chess"}
+
+
 def test_a_scene_write_failure_restores_every_touched_scene(
     open_memory: OpenMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -200,7 +232,15 @@ def test_a_persona_is_written_once_scenes_exist(open_memory: OpenMemory) -> None
 
 
 def test_G_X17_a_failed_persona_answer_leaves_the_persona(open_memory: OpenMemory) -> None:
-    answers = iter(["garbage", {"action": "rewrite", "persona": ""}, {"action": "keep"}])
+    answers = iter(
+        [
+            "garbage",
+            {"action": "rewrite", "persona": ""},
+            {"action": "rewrite", "persona": 42},
+            {"action": "banana", "persona": "# Junk"},
+            {"action": "keep"},
+        ]
+    )
 
     def persona(request: PersonaRequest) -> Any:
         return next(answers)
@@ -212,6 +252,9 @@ def test_G_X17_a_failed_persona_answer_leaves_the_persona(open_memory: OpenMemor
     assert first.errors and memory.get_persona() == "# Profile\n- Runner"
     second = form(memory, ["I swim."], session="s2")
     assert second.errors and memory.get_persona() == "# Profile\n- Runner"  # no-write = failure
+    for session in ("s4", "s5"):  # a number is not made into text, an unknown action not used
+        junk = form(memory, [f"I walk ({session})."], session=session)
+        assert junk.errors and memory.get_persona() == "# Profile\n- Runner"
     third = form(memory, ["I cycle."], session="s3")
     assert third.ok and not third.persona_updated and memory.get_persona() == "# Profile\n- Runner"
 

@@ -248,6 +248,10 @@ def test_forget_validates_its_arguments(tmp_path: Path) -> None:
             memory.forget(user_id="u", all_agents="yes")  # type: ignore[arg-type]
         with pytest.raises(ConfigError, match="timeout"):
             memory.forget(user_id="u", timeout=-1)
+        with pytest.raises(ConfigError, match="reclaim must be 'vacuum', 'full' or 'none'"):
+            memory.forget(user_id="u", reclaim="compact")  # type: ignore[arg-type]
+        report = memory.forget(user_id="u", reclaim="full")
+        assert report.reclaim == "full" and report.reclaimed == ()  # overwritten as it erases
         memory.add_memory("default user's", user_id=None)
         assert memory.forget(user_id=None).memories == 1  # None names the default user
         assert memory.list_memories() == []
@@ -336,3 +340,43 @@ def test_langgraph_store_items_and_metadata_go_with_the_scope(tmp_path: Path) ->
         assert memory.search_memories("secret", user_id="u") == []
         item = store.get(("memories", "v"), "pref")
         assert item is not None and item.value == {"text": "likes rock"}
+
+
+def test_all_agents_erases_a_hashed_scope_folder_that_lost_its_id_file(tmp_path: Path) -> None:
+    # issue 26 item 5: a long agent id gets a hashed folder named by its `.id` file; with the
+    # file gone no scope names the folder, and `forget(all_agents=True)` left it on disk
+    long_agent = "planner-" + "é" * 100  # 608 bytes percent-encoded
+    other_agent = "helper-" + "ü" * 100
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
+        memory.set_persona("Secret persona of the planner", user_id="alice", agent_id=long_agent)
+        memory.upsert_scene(
+            "trip", summary="s", body="Secret trip", user_id="alice", agent_id=other_agent
+        )
+        memory.add_memory("Secret shared memory", user_id="alice")
+        memory.add_memory("Bob's memory", user_id="bob")
+        alice_dir = memory._store.documents.scope_dir(Scope("alice")).parent
+        hashed = [p for p in alice_dir.iterdir() if "~" in p.name]
+        assert len(hashed) == 2
+        for folder in hashed:
+            (folder / ".id").unlink()  # lost (a backup that skipped dotfiles, a manual cleanup)
+        assert {s.agent_id for s in memory._store.user_scopes("alice")} == {None}
+        report = memory.forget(user_id="alice", all_agents=True)
+        assert memory.get_persona(user_id="alice", agent_id=long_agent) is None
+        assert memory.list_scenes(user_id="alice", agent_id=other_agent) == []
+        assert not alice_dir.exists()
+        assert report.unnamed_scopes == 2 and len(report.scopes) == 1
+        assert [m.content for m in memory.list_memories(user_id="bob")] == ["Bob's memory"]
+    leftovers = [p for p in (tmp_path / "s").rglob("*") if p.is_file()]
+    assert not any(b"Secret" in p.read_bytes() for p in leftovers if p.suffix == ".md")
+
+
+def test_forget_of_one_scope_leaves_the_users_unnamed_folders(tmp_path: Path) -> None:
+    long_agent = "planner-" + "é" * 100  # 608 bytes percent-encoded
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
+        memory.set_persona("Planner persona", user_id="alice", agent_id=long_agent)
+        memory.set_persona("Shared persona", user_id="alice")
+        folder = memory._store.documents.scope_dir(Scope("alice", long_agent))
+        (folder / ".id").unlink()
+        report = memory.forget(user_id="alice")  # the shared memory only
+        assert report.unnamed_scopes == 0 and report.personas == 1
+        assert memory.get_persona(user_id="alice", agent_id=long_agent) == "Planner persona"

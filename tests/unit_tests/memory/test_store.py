@@ -23,6 +23,7 @@ from langchain_tdai_recall import (
     TdaiMemory,
 )
 from langchain_tdai_recall.testing import HashEmbeddings
+from langchain_tdai_recall.types import Scope
 
 # -- L1 CRUD and validation ---------------------------------------------------------------------
 
@@ -454,3 +455,27 @@ def test_history_of_another_scopes_memory_is_empty_and_says_why_at_debug(
             r.levelno == logging.DEBUG and "never held this id" in r.getMessage() for r in said
         )
         assert "'bob'" in said[0].getMessage()
+
+
+@pytest.mark.parametrize("size", [3, 300])  # one statement, and the path for large batches
+def test_messages_chain_their_context_and_skip_known_ids_in_one_call(
+    memory: TdaiMemory, size: int
+) -> None:
+    memory.record_messages(
+        [{"id": "seen", "role": "user", "content": "stored before"}], session_key="a", user_id="u"
+    )
+    a_side = [{"id": f"a{i}", "role": "user", "content": f"text a{i}"} for i in range(size)]
+    b_side = [{"id": f"b{i}", "role": "user", "content": f"text b{i}"} for i in range(size)]
+    known = [{"id": "seen", "role": "user", "content": "stored before"}]
+    kept = memory.record_messages(known + a_side + a_side[:1], session_key="a", user_id="u")
+    kept += memory.record_messages(b_side, session_key="b", user_id="u")
+    rows = memory._store.export_rows(Scope("u"), "l0", after=0, limit=10_000)
+    contexts = {r.record.id: r.context for r in rows}  # type: ignore[union-attr]
+    assert kept == 2 * size and len(rows) == 2 * size + 1
+    expected = {"seen": ""}
+    for side, first in ((a_side, "stored before"), (b_side, "")):
+        previous = first
+        for message in side:
+            expected[message["id"]] = previous
+            previous = message["content"]
+    assert contexts == expected
