@@ -1,0 +1,1378 @@
+"""Time expressions in a message, resolved to calendar date ranges without a model.
+
+`resolve_time(text, today)` finds the English and Chinese time expressions of a message ("last
+month", "in November", "for Christmas", "两周前", "去年五月", "这周末", "2026-11-03", ...) and
+resolves them against `today` (the user's local date) into inclusive date ranges. Recall uses the
+ranges to favour memories whose activity (else write) time falls in them (`recall.engine`, the
+`tdai_memory_search` tool); the resolver itself knows nothing of memories.
+
+Rules (the README lists the expressions understood):
+
+- **Calendar units.** Weeks run Monday to Sunday (ISO, as in Chinese usage). "last week" /
+  "上周" is the previous calendar week, "this week" the current one, "next week" the following;
+  months and years likewise. "the past week / 7 days", "最近三天" are rolling windows ending today.
+- **"N units ago".** Days: that day. Weeks, months, years: a window one unit wide centred on that
+  moment ("two weeks ago" on 3 December is 16-22 November), because people count such spans
+  loosely. "in N days / weeks" and "N天后" are the same window ahead of today, and only with a
+  future cue (otherwise "in two weeks" is more often a duration).
+- **Expressions without a year** (a month name, "Nov 3", a weekday, a holiday, a season, "the
+  weekend"): with a past cue in the message ("did", "was", "ago", "了", "过", ...) the most recent
+  occurrence that has started (the current month counts: "what did I buy in December?" on
+  3 December is this December; a weekday must be before today); with a future cue ("will",
+  "going to", "plan", "am I", "要", "打算", ...) the next occurrence that has not ended; with no
+  cue, or with both, both readings. A holiday or season after "for" ("what did I buy for
+  Christmas?") reads both ways even with a past cue: the buying is past, the holiday may not be.
+- **"next Friday"** is the Friday of next week, read both ways while this week's Friday is still
+  ahead (it may mean either). "last Friday" is the most recent Friday before today; "this Friday"
+  the Friday of this week. "next weekend" is the weekend of next week.
+- **Numeric dates.** ISO (2026-11-03, 2026/11/3) and M/D/YYYY (D/M/YYYY when the first number
+  exceeds 12). "11/3" without a year is 3 November (month first, the US and Chinese order) and
+  only after a time preposition ("on 11/3") or at the end of a clause, so that "1/2 cup" is not
+  a date.
+- **Ambiguous words.** "may", "march" and "mar" are months only with a cue: a preposition or
+  determiner before them ("in May", "last March"), or a day or year beside them ("May 5",
+  "March 2025"); "May I ask" and "we march" are not dates. Recurring expressions ("every Friday",
+  "on Fridays", "每周五", "每个周末") are not ranges. A year alone needs a cue ("in 2025",
+  "2025年"). Invalid dates (30 February) resolve to nothing.
+- **Holidays.** Christmas (24-26 Dec), Christmas Eve, New Year's Eve/Day, Halloween, Valentine's
+  Day, the Fourth of July, US Thanksgiving (Thursday to Sunday), Easter (Good Friday to Easter
+  Monday); 春节/过年 (New Year's Eve to the 7th day, from a table for 2000-2050), 除夕, 元宵,
+  端午, 中秋 (tables), 元旦, 五一/劳动节 (1-5 May), 国庆 (1-7 Oct), 清明 (4-6 Apr), 圣诞,
+  情人节. Seasons are the northern meteorological ones (spring = March-May, winter =
+  December-February).
+- Two expressions joined by "to", "until", "through", "-", "到", "至" (or "between ... and")
+  become one range from the first to the second.
+
+Everything is deterministic and pure: the same text and date always give the same ranges.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import re
+import unicodedata
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final, Literal
+
+__all__ = [
+    "DateRange",
+    "ResolvedTime",
+    "Tense",
+    "TimeExpression",
+    "detect_tense",
+    "resolve_time",
+]
+
+Tense = Literal["past", "future", "neutral"]
+
+MAX_SCAN_CHARS: Final = 4000
+"""Longest text scanned for time expressions (the first and last halves of a longer one)."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class DateRange:
+    """Inclusive range of local calendar dates."""
+
+    first: dt.date
+    last: dt.date
+
+    def __post_init__(self) -> None:
+        if self.last < self.first:
+            msg = f"DateRange last {self.last} is before first {self.first}"
+            raise ValueError(msg)
+
+    @property
+    def days(self) -> int:
+        """Number of days in the range."""
+        return (self.last - self.first).days + 1
+
+
+@dataclass(frozen=True, slots=True)
+class TimeExpression:
+    """One time expression of a message and what it resolved to."""
+
+    text: str
+    """The expression as written (after NFKC normalisation)."""
+    start: int
+    """Start offset in the normalised message."""
+    end: int
+    """End offset in the normalised message."""
+    ranges: tuple[DateRange, ...]
+    """One range, or two when an expression without a year reads both ways."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedTime:
+    """The time a message asks about."""
+
+    expressions: tuple[TimeExpression, ...]
+    """The expressions found, in text order."""
+    ranges: tuple[DateRange, ...]
+    """The union of their ranges: sorted, overlapping and adjacent ranges merged."""
+    rest: str
+    """The message without its time expressions (and the prepositions that led them)."""
+    tense: Tense
+    """The message's tense cue (`detect_tense`)."""
+
+
+# -- vocabulary ---------------------------------------------------------------------------------
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+_MONTHS: Final[dict[str, int]] = {
+    "january": 1,
+    "february": 2,
+    "march": 3,
+    "april": 4,
+    "may": 5,
+    "june": 6,
+    "july": 7,
+    "august": 8,
+    "september": 9,
+    "october": 10,
+    "november": 11,
+    "december": 12,
+    "jan": 1,
+    "feb": 2,
+    "mar": 3,
+    "apr": 4,
+    "jun": 6,
+    "jul": 7,
+    "aug": 8,
+    "sep": 9,
+    "sept": 9,
+    "oct": 10,
+    "nov": 11,
+    "dec": 12,
+}
+_AMBIGUOUS_MONTHS: Final = frozenset({"may", "march", "mar"})
+"""Month words that are also common verbs: a month only with a cue beside them."""
+
+_MONTH_CUES: Final = frozenset(
+    _words(
+        "in of since during last this next early late mid by before after from throughout around "
+        "between"
+    )
+)
+"""Words before an ambiguous month word that make it a month ("in May", "last March")."""
+
+_WEEKDAYS: Final[dict[str, int]] = {
+    "monday": 0,
+    "tuesday": 1,
+    "wednesday": 2,
+    "thursday": 3,
+    "friday": 4,
+    "saturday": 5,
+    "sunday": 6,
+}
+_ZH_WEEKDAYS: Final[dict[str, int]] = {
+    "一": 0,
+    "二": 1,
+    "三": 2,
+    "四": 3,
+    "五": 4,
+    "六": 5,
+    "日": 6,
+    "天": 6,
+}
+_EN_NUMBERS: Final[dict[str, int]] = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "a couple of": 2,
+    "couple of": 2,
+    "a couple": 2,
+}
+_ZH_DIGITS: Final[dict[str, int]] = {
+    "零": 0,
+    "〇": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
+_SEASONS: Final[dict[str, int]] = {
+    "spring": 3,
+    "summer": 6,
+    "fall": 9,
+    "autumn": 9,
+    "winter": 12,
+    "春天": 3,
+    "春季": 3,
+    "夏天": 6,
+    "夏季": 6,
+    "秋天": 9,
+    "秋季": 9,
+    "冬天": 12,
+    "冬季": 12,
+}
+"""Season -> first month (northern meteorological seasons; winter runs into the next year)."""
+
+# Lunar festivals by Gregorian date, 2000-2050 (MMDD of the 1st day of the 1st month, the 5th of
+# the 5th and the 15th of the 8th): published calendar facts, checked against a lunar-calendar
+# library when written.
+_LUNAR_FIRST_YEAR: Final = 2000
+_SPRING_FESTIVAL: Final = _words(
+    "0205 0124 0212 0201 0122 0209 0129 0218 0207 0126 0214 0203 0123 0210 0131 0219 0208 "
+    "0128 0216 0205 0125 0212 0201 0122 0210 0129 0217 0206 0126 0213 0203 0123 0211 0131 "
+    "0219 0208 0128 0215 0204 0124 0212 0201 0122 0210 0130 0217 0206 0126 0214 0202 0123"
+)
+_DRAGON_BOAT: Final = _words(
+    "0606 0625 0615 0604 0622 0611 0531 0619 0608 0528 0616 0606 0623 0612 0602 0620 0609 "
+    "0530 0618 0607 0625 0614 0603 0622 0610 0531 0619 0609 0528 0616 0605 0624 0612 0601 "
+    "0620 0610 0530 0618 0607 0527 0614 0603 0622 0611 0531 0619 0608 0529 0615 0604 0623"
+)
+_MID_AUTUMN: Final = _words(
+    "0912 1001 0921 0911 0928 0918 1006 0925 0914 1003 0922 0912 0930 0919 0908 0927 0915 "
+    "1004 0924 0913 1001 0921 0910 0929 0917 1006 0925 0915 1003 0922 0912 1001 0919 0908 "
+    "0927 0916 1004 0924 0913 1002 0920 0910 0928 0917 1005 0925 0915 1004 0922 0911 0930"
+)
+
+
+# -- small helpers -----------------------------------------------------------------------------
+
+
+def _zh_number(text: str) -> int | None:  # noqa: PLR0911 - one return per numeral form
+    """A Chinese numeral of 0-99 (一, 十, 十二, 二十三, 两) or a digit-by-digit one (二〇二五)."""
+    if not text:
+        return None
+    if text.isdigit():
+        return int(text)
+    if all(c in _ZH_DIGITS for c in text):
+        if len(text) == 1:
+            return _ZH_DIGITS[text]
+        return int("".join(str(_ZH_DIGITS[c]) for c in text))
+    if "十" in text and text.count("十") == 1:
+        tens, _, ones = text.partition("十")
+        high = _ZH_DIGITS.get(tens, -1) if tens else 1
+        low = _ZH_DIGITS.get(ones, -1) if ones else 0
+        if high < 1 or low < 0:
+            return None
+        return high * 10 + low
+    return None
+
+
+def _number(text: str) -> int | None:
+    """An English or Chinese count: digits, "two", "a couple of", "三", "十二"."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    if text in _EN_NUMBERS:
+        return _EN_NUMBERS[text]
+    return _zh_number(text)
+
+
+def _date(year: int, month: int, day: int) -> dt.date | None:
+    try:
+        return dt.date(year, month, day)
+    except ValueError:
+        return None
+
+
+def _month_range(year: int, month: int) -> DateRange | None:
+    if not 1 <= month <= 12 or not dt.MINYEAR < year < dt.MAXYEAR:
+        return None
+    return DateRange(
+        dt.date(year, month, 1), dt.date(year, month, calendar.monthrange(year, month)[1])
+    )
+
+
+def _add_months(year: int, month: int, delta: int) -> tuple[int, int]:
+    index = year * 12 + (month - 1) + delta
+    return index // 12, index % 12 + 1
+
+
+def _week_start(day: dt.date) -> dt.date:
+    return day - dt.timedelta(days=day.weekday())
+
+
+def _week(today: dt.date, offset: int) -> DateRange:
+    monday = _week_start(today) + dt.timedelta(weeks=offset)
+    return DateRange(monday, monday + dt.timedelta(days=6))
+
+
+def _weekend(today: dt.date, offset: int) -> DateRange:
+    saturday = _week_start(today) + dt.timedelta(weeks=offset, days=5)
+    return DateRange(saturday, saturday + dt.timedelta(days=1))
+
+
+def _day(day: dt.date) -> DateRange:
+    return DateRange(day, day)
+
+
+def _span(first: dt.date, days: int) -> DateRange:
+    return DateRange(first, first + dt.timedelta(days=days - 1))
+
+
+def _year_range(year: int) -> DateRange | None:
+    if not dt.MINYEAR < year < dt.MAXYEAR:
+        return None
+    return DateRange(dt.date(year, 1, 1), dt.date(year, 12, 31))
+
+
+def _season(year: int, first_month: int) -> DateRange | None:
+    """The season starting in `first_month` of `year` (winter: December to February)."""
+    end_year, end_month = _add_months(year, first_month, 2)
+    start = _month_range(year, first_month)
+    end = _month_range(end_year, end_month)
+    if start is None or end is None:
+        return None
+    return DateRange(start.first, end.last)
+
+
+def _easter(year: int) -> dt.date:
+    """Gregorian Easter Sunday (the anonymous Gregorian computus)."""
+    a, b, c = year % 19, year // 100, year % 100
+    d, e = b // 4, b % 4
+    f = (b + 8) // 25
+    g = (b - f + 1) // 3
+    h = (19 * a + b - d - g + 15) % 30
+    i, k = c // 4, c % 4
+    ell = (32 + 2 * e + 2 * i - h - k) % 7
+    m = (a + 11 * h + 22 * ell) // 451
+    month = (h + ell - 7 * m + 114) // 31
+    day = (h + ell - 7 * m + 114) % 31 + 1
+    return dt.date(year, month, day)
+
+
+def _nth_weekday(year: int, month: int, weekday: int, n: int) -> dt.date:
+    """The `n`-th (1-based; -1 = last) `weekday` of a month."""
+    if n > 0:
+        first = dt.date(year, month, 1)
+        return first + dt.timedelta(days=(weekday - first.weekday()) % 7 + 7 * (n - 1))
+    last = dt.date(year, month, calendar.monthrange(year, month)[1])
+    return last - dt.timedelta(days=(last.weekday() - weekday) % 7)
+
+
+def _lunar(table: tuple[str, ...], year: int) -> dt.date | None:
+    index = year - _LUNAR_FIRST_YEAR
+    if not 0 <= index < len(table):
+        return None
+    mmdd = table[index]
+    return dt.date(year, int(mmdd[:2]), int(mmdd[2:]))
+
+
+def _fixed(month: int, day: int, days: int = 1) -> Callable[[int], DateRange | None]:
+    def make(year: int) -> DateRange | None:
+        first = _date(year, month, day)
+        return _span(first, days) if first is not None else None
+
+    return make
+
+
+def _spring_festival(year: int) -> DateRange | None:
+    new_year = _lunar(_SPRING_FESTIVAL, year)
+    if new_year is None:
+        return None
+    return DateRange(new_year - dt.timedelta(days=1), new_year + dt.timedelta(days=6))
+
+
+def _lunar_day(table: tuple[str, ...], offset: int = 0) -> Callable[[int], DateRange | None]:
+    def make(year: int) -> DateRange | None:
+        day = _lunar(table, year)
+        return _day(day + dt.timedelta(days=offset)) if day is not None else None
+
+    return make
+
+
+def _thanksgiving(year: int) -> DateRange | None:
+    return _span(_nth_weekday(year, 11, 3, 4), 4)
+
+
+def _easter_range(year: int) -> DateRange | None:
+    sunday = _easter(year)
+    return DateRange(sunday - dt.timedelta(days=2), sunday + dt.timedelta(days=1))
+
+
+def _monday_weekend(year: int, month: int, n: int) -> DateRange:
+    monday = _nth_weekday(year, month, 0, n)
+    return DateRange(monday - dt.timedelta(days=2), monday)
+
+
+_HOLIDAYS: Final[dict[str, Callable[[int], DateRange | None]]] = {
+    "christmas eve": _fixed(12, 24),
+    "christmas day": _fixed(12, 25),
+    "christmas": _fixed(12, 24, 3),
+    "xmas": _fixed(12, 24, 3),
+    "new year's eve": _fixed(12, 31),
+    "new years eve": _fixed(12, 31),
+    "new year's day": _fixed(1, 1),
+    "new years day": _fixed(1, 1),
+    "halloween": _fixed(10, 31),
+    "valentine's day": _fixed(2, 14),
+    "valentines day": _fixed(2, 14),
+    "valentine's": _fixed(2, 14),
+    "fourth of july": _fixed(7, 4),
+    "independence day": _fixed(7, 4),
+    "thanksgiving": _thanksgiving,
+    "easter": _easter_range,
+    "memorial day": lambda y: _monday_weekend(y, 5, -1),
+    "labor day": lambda y: _monday_weekend(y, 9, 1),
+    "平安夜": _fixed(12, 24),
+    "圣诞节": _fixed(12, 24, 3),
+    "圣诞": _fixed(12, 24, 3),
+    "元旦": _fixed(1, 1),
+    "情人节": _fixed(2, 14),
+    "万圣节": _fixed(10, 31),
+    "五一": _fixed(5, 1, 5),
+    "劳动节": _fixed(5, 1, 5),
+    "国庆节": _fixed(10, 1, 7),
+    "国庆": _fixed(10, 1, 7),
+    "十一长假": _fixed(10, 1, 7),
+    "清明节": _fixed(4, 4, 3),
+    "清明": _fixed(4, 4, 3),
+    "春节": _spring_festival,
+    "过年": _spring_festival,
+    "除夕": _lunar_day(_SPRING_FESTIVAL, -1),
+    "大年三十": _lunar_day(_SPRING_FESTIVAL, -1),
+    "大年初一": _lunar_day(_SPRING_FESTIVAL),
+    "元宵节": _lunar_day(_SPRING_FESTIVAL, 14),
+    "元宵": _lunar_day(_SPRING_FESTIVAL, 14),
+    "端午节": _lunar_day(_DRAGON_BOAT),
+    "端午": _lunar_day(_DRAGON_BOAT),
+    "中秋节": _lunar_day(_MID_AUTUMN),
+    "中秋": _lunar_day(_MID_AUTUMN),
+}
+"""Holiday name -> its range in a given year (`None` outside the tables)."""
+
+
+# -- tense -------------------------------------------------------------------------------------
+
+_PAST_RE: Final = re.compile(
+    r"\b(?:did|didn't|was|wasn't|were|weren't|had|went|bought|spent|paid|got|made|took|saw|"
+    r"met|ate|drank|said|told|happened|visited|ordered|purchased|finished|started|tried|used|"
+    r"ago|earlier|previous|previously|used to|have i|has my|have we)\b"
+    r"|(?<![为除])了|(?<![不通经])过(?![年敏])|上次|之前|以前|曾经|那时|刚才|已经"
+)
+_FUTURE_RE: Final = re.compile(
+    r"\b(?:will|won't|shall|going to|gonna|plan|plans|planning|planned|upcoming|coming up|"
+    r"scheduled|am i|are we|are you|is my|is our|should i|do i need|need to|have to|"
+    r"remind me)\b|'ll\b"
+    r"|[要将]|打算|计划|准备|安排|下次|即将|会不会|会去|会在"
+)
+
+
+def detect_tense(text: str) -> Tense:
+    """The message's tense cue: `"past"`, `"future"`, or `"neutral"` (none, or both)."""
+    lowered = text.lower()
+    past = _PAST_RE.search(lowered) is not None
+    future = _FUTURE_RE.search(lowered) is not None
+    if past and not future:
+        return "past"
+    if future and not past:
+        return "future"
+    return "neutral"
+
+
+def _occurrences(
+    make: Callable[[int], DateRange | None],
+    around: int,
+    today: dt.date,
+    tense: Tense,
+    *,
+    strict: bool = False,
+    reach: int = 8,
+) -> tuple[DateRange, ...]:
+    """The occurrence(s) of a yearless (or weekless) expression that `tense` refers to.
+
+    `make(k)` builds the `k`-th occurrence (k a year, or a week offset); `around` is the `k` of
+    today. Past: the latest occurrence that has started (that has ended before today when
+    `strict`); future: the earliest that has not ended (that starts after today when `strict`);
+    neutral: both.
+    """
+    past: DateRange | None = None
+    future: DateRange | None = None
+    if tense in ("past", "neutral"):
+        for k in range(around + 1, around - reach, -1):
+            found = make(k)
+            if found is not None and (found.last < today if strict else found.first <= today):
+                past = found
+                break
+    if tense in ("future", "neutral"):
+        for k in range(around - 1, around + reach):
+            found = make(k)
+            if found is not None and (found.first > today if strict else found.last >= today):
+                future = found
+                break
+    picked = [r for r in (past, future) if r is not None]
+    return tuple(sorted(set(picked)))
+
+
+# -- patterns ----------------------------------------------------------------------------------
+
+_MONTH_WORD = (
+    r"(?:january|february|march|april|may|june|july|august|september|october|november|"
+    r"december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)"
+)
+_WEEKDAY_WORD = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_EN_COUNT = (
+    r"(?:\d{1,3}|a couple of|couple of|a couple|an|a|one|two|three|four|five|six|seven|eight|"
+    r"nine|ten|eleven|twelve)"
+)
+_ZH_NUM = r"(?:\d{1,3}|[零〇一二两三四五六七八九十]{1,3})"
+_ZH_MONTH = r"(?:1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九])"
+_ZH_DAY = (
+    r"(?:3[01]|[12]\d|0?[1-9]|三十一?|二十[一二三四五六七八九]?|十[一二三四五六七八九]?|"
+    r"[一二三四五六七八九])"
+)
+_ZH_WEEK = r"(?:周|星期|礼拜)"
+_YEAR = r"(?:19|20)\d\d"
+_ORD = r"(?:st|nd|rd|th)?"
+_HOLIDAY_EN = (
+    r"(?:christmas eve|christmas day|christmas|xmas|new year'?s eve|new year'?s day|halloween|"
+    r"valentine'?s day|valentine'?s|fourth of july|independence day|thanksgiving|easter|"
+    r"memorial day|labor day)"
+)
+_HOLIDAY_ZH = (
+    r"(?:平安夜|圣诞节|圣诞|元旦|情人节|万圣节|五一|劳动节|国庆节|国庆|十一长假|清明节|清明|春节|过年|"
+    r"除夕|大年三十|大年初一|元宵节|元宵|端午节|端午|中秋节|中秋)"
+)
+_SEASON_EN = r"(?:spring|summer|fall|autumn|winter)"
+_SEASON_ZH = r"(?:春天|春季|夏天|夏季|秋天|秋季|冬天|冬季)"
+_ZH_REL_YEAR: Final[dict[str, int]] = {
+    "大前年": -3,
+    "前年": -2,
+    "去年": -1,
+    "今年": 0,
+    "明年": 1,
+    "后年": 2,
+}
+_ZH_REL_YEAR_RE = r"(?P<rely>大前年|前年|去年|今年|明年|后年)"
+
+
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    """What a pattern handler may read."""
+
+    today: dt.date
+    tense: Tense
+    text: str
+    """The lower-cased, NFKC-normalised message."""
+    cased: str
+    """The NFKC-normalised message as written (for capitals)."""
+
+
+_Handler = Callable[[re.Match[str], _Ctx], tuple[DateRange, ...] | None]
+
+
+def _g(match: re.Match[str], name: str) -> str | None:
+    return match.groupdict().get(name)
+
+
+def _month_of(word: str) -> int:
+    return _MONTHS[word.rstrip(".")]
+
+
+def _word_before(ctx: _Ctx, start: int) -> str:
+    found = re.search(r"([a-z']+)[\s-]*$", ctx.text[max(0, start - 24) : start])
+    return found.group(1) if found else ""
+
+
+def _word_after(ctx: _Ctx, end: int) -> str:
+    found = re.match(r"\s*([a-z']+)", ctx.text[end : end + 24])
+    return found.group(1) if found else ""
+
+
+_CONNECTED_RE: Final = re.compile(
+    rf"(?:{_MONTH_WORD}|\d{{1,4}}(?:st|nd|rd|th)?)\.?\s*(?:to|and|through|until|till|-|–)\s*$"
+)
+_MODAL_FOLLOWERS: Final = frozenset(
+    _words(
+        "be been have not also still never well help take need want get come go make seem sound "
+        "work cause affect change look happen mean include contain require find feel try use "
+        "ask i you we they he she it"
+    )
+)
+"""Words after "may" that make it the modal verb ("this may be", "it may help")."""
+
+
+def _month_word_is_month(ctx: _Ctx, word: str, start: int, end: int) -> bool:
+    """Whether an ambiguous month word ("may", "march") is a month here."""
+    if word.rstrip(".") not in _AMBIGUOUS_MONTHS:
+        return True
+    before = _word_before(ctx, start)
+    if before in {"to", "and", "through", "until", "till"}:
+        return _CONNECTED_RE.search(ctx.text[max(0, start - 40) : start]) is not None
+    if before == "this":  # "this May" or "this may be"
+        return _word_after(ctx, end) not in _MODAL_FOLLOWERS
+    if before in _MONTH_CUES:
+        return True
+    # "my March trip": capitalised inside a sentence (not "May I ..." at its start)
+    written = ctx.cased[start:end] if len(ctx.cased) == len(ctx.text) else ""
+    return (
+        written[:1].isupper()
+        and re.search(r"[a-z,]\s+$", ctx.cased[max(0, start - 3) : start]) is not None
+        and _word_after(ctx, end) not in _MODAL_FOLLOWERS
+    )
+
+
+def _recurring(ctx: _Ctx, start: int) -> bool:
+    """Whether the expression starting at `start` is led by "every" / "each" / "每"."""
+    before = ctx.text[max(0, start - 12) : start]
+    return re.search(r"(?:\bevery|\beach|每个?|每一个?)\s*(?:other\s+)?$", before) is not None
+
+
+def _yearless(
+    ctx: _Ctx,
+    make: Callable[[int], DateRange | None],
+    *,
+    purpose: bool = False,
+) -> tuple[DateRange, ...]:
+    tense = "neutral" if purpose and ctx.tense == "past" else ctx.tense
+    return _occurrences(make, ctx.today.year, ctx.today, tense)
+
+
+def _one(found: DateRange | None) -> tuple[DateRange, ...] | None:
+    return (found,) if found is not None else None
+
+
+# handlers: each returns the ranges of one match, or None when the match is not a time after all
+
+
+def _iso_date(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    day = _date(int(m["y"]), int(m["m"]), int(m["d"]))
+    return _one(_day(day) if day is not None else None)
+
+
+def _slash_date_year(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    a, b, year = int(m["a"]), int(m["b"]), int(m["y"])
+    if year < 100:
+        year += 2000
+    month, day = (b, a) if a > 12 >= b else (a, b)
+    found = _date(year, month, day)
+    return _one(_day(found) if found is not None else None)
+
+
+_CJK_CHAR_RE: Final = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _slash_date(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    """M/D without a year: only after a time preposition ("on 11/3") or beside Chinese text."""
+    a, b = int(m["a"]), int(m["b"])
+    led = _word_before(ctx, m.start()) in {
+        "on",
+        "by",
+        "from",
+        "until",
+        "till",
+        "since",
+        "before",
+        "after",
+        "around",
+        "due",
+    }
+    beside = ctx.text[max(0, m.start() - 1) : m.start()] + ctx.text[m.end() : m.end() + 1]
+    if not led and _CJK_CHAR_RE.search(beside) is None:
+        return None
+    month, day = (b, a) if a > 12 >= b else (a, b)
+    if _date(2000, month, day) is None:
+        return None
+    return _yearless(ctx, lambda y: _day(d) if (d := _date(y, month, day)) else None) or None
+
+
+def _month_day_year(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    day = _date(int(m["y"]), _month_of(m["mon"]), int(m["d"]))
+    return _one(_day(day) if day is not None else None)
+
+
+def _month_day_span(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    month, d1, d2 = _month_of(m["mon"]), int(m["d"]), int(m["d2"])
+    if d2 < d1:
+        return None
+
+    def make(year: int) -> DateRange | None:
+        first, last = _date(year, month, d1), _date(year, month, d2)
+        return DateRange(first, last) if first is not None and last is not None else None
+
+    if _g(m, "y"):
+        return _one(make(int(m["y"])))
+    if make(2000) is None:
+        return None
+    return _yearless(ctx, make) or None
+
+
+def _month_day(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    month, day = _month_of(m["mon"]), int(m["d"])
+    if _date(2000, month, day) is None:
+        return None
+    return _yearless(ctx, lambda y: _day(d) if (d := _date(y, month, day)) else None) or None
+
+
+def _zh_full_date(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    year, month, day = _zh_number(m["y"]), _zh_number(m["m"]), _zh_number(m["d"])
+    if year is None or month is None or day is None:
+        return None
+    found = _date(year, month, day)
+    return _one(_day(found) if found is not None else None)
+
+
+def _zh_rel_year(m: re.Match[str], ctx: _Ctx) -> int | None:
+    rel = _g(m, "rely")
+    return ctx.today.year + _ZH_REL_YEAR[rel] if rel else None
+
+
+def _zh_month_day(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    month, day = _zh_number(m["m"]), _zh_number(m["d"])
+    if month is None or day is None or _date(2000, month, day) is None:
+        return None
+    year = _zh_rel_year(m, ctx)
+    if year is not None:
+        found = _date(year, month, day)
+        return _one(_day(found) if found is not None else None)
+    return _yearless(ctx, lambda y: _day(d) if (d := _date(y, month, day)) else None) or None
+
+
+_PART_OF_MONTH: Final[dict[str, tuple[int, int]]] = {
+    "early": (1, 10),
+    "mid": (11, 20),
+    "late": (21, 31),
+    "初": (1, 10),
+    "上旬": (1, 10),
+    "中": (11, 20),
+    "中旬": (11, 20),
+    "底": (21, 31),
+    "末": (21, 31),
+    "下旬": (21, 31),
+}
+
+
+def _part(found: DateRange | None, part: str | None) -> DateRange | None:
+    if found is None or not part:
+        return found
+    low, high = _PART_OF_MONTH[part]
+    last = min(found.first.replace(day=1) + dt.timedelta(days=high - 1), found.last)
+    return DateRange(found.first.replace(day=low), last)
+
+
+def _month_year(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    month = _month_of(m["mon"]) if _g(m, "mon") else _zh_number(m["m"] or "")
+    if month is None:
+        return None
+    year = _zh_number(m["y"]) if _g(m, "y") else _zh_rel_year(m, ctx)
+    if year is None:
+        return None
+    return _one(_part(_month_range(year, month), _g(m, "part")))
+
+
+def _iso_month(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    return _one(_month_range(int(m["y"]), int(m["m"])))
+
+
+def _rel_month_name(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    month, which = _month_of(m["mon"]), m["which"]
+    if not _month_word_is_month(ctx, m["mon"], m.start("mon"), m.end()):
+        return None
+    today = ctx.today
+    if which == "this":
+        return _one(_month_range(today.year, month))
+    if which == "last":
+        year = today.year if month < today.month else today.year - 1
+    else:
+        year = today.year if month > today.month else today.year + 1
+    return _one(_month_range(year, month))
+
+
+def _bare_month(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    word = m["mon"]
+    part = _g(m, "part")
+    month = _month_of(word) if word[0].isalpha() and word.isascii() else _zh_number(word)
+    if month is None or not 1 <= month <= 12:
+        return None
+    if not part and not _month_word_is_month(ctx, word, m.start(), m.end()):
+        return None
+    if _recurring(ctx, m.start()):
+        return None
+    return _yearless(ctx, lambda y: _part(_month_range(y, month), part)) or None
+
+
+def _zh_bare_month(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    month = _zh_number(m["m"])
+    if month is None or not 1 <= month <= 12 or _recurring(ctx, m.start()):
+        return None
+    part = _g(m, "part")
+    return _yearless(ctx, lambda y: _part(_month_range(y, month), part)) or None
+
+
+def _year_only(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    year = _zh_number(m["y"])
+    return _one(_year_range(year)) if year is not None else None
+
+
+def _decade(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    start = int(m["y"])
+    return (DateRange(dt.date(start, 1, 1), dt.date(start + 9, 12, 31)),)
+
+
+_REL_OFFSET: Final[dict[str, int]] = {
+    "last": -1,
+    "previous": -1,
+    "this past": -1,
+    "this": 0,
+    "current": 0,
+    "this coming": 1,
+    "next": 1,
+    "上上": -2,
+    "上上个": -2,
+    "上": -1,
+    "上个": -1,
+    "这": 0,
+    "这个": 0,
+    "本": 0,
+    "下": 1,
+    "下个": 1,
+    "下下": 2,
+    "下下个": 2,
+}
+
+
+def _rel_unit(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    """last/this/next week, month, year (and 上周, 这个月, 下个月, the week before last)."""
+    unit = m["unit"]
+    offset = -2 if _g(m, "before_last") else _REL_OFFSET[m["which"]]
+    today = ctx.today
+    if unit in ("week", "周", "星期", "礼拜"):
+        return (_week(today, offset),)
+    if unit in ("month", "月"):
+        month = _month_range(*_add_months(today.year, today.month, offset))
+        return _one(_part(month, _g(m, "part")))
+    return _one(_year_range(today.year + offset))
+
+
+def _zh_rel_year_only(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    return _one(_year_range(ctx.today.year + _ZH_REL_YEAR[m["rely"]]))
+
+
+def _earlier_later(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    """earlier/later this week, month, year: the part of it before or after today."""
+    unit, today = m["unit"], ctx.today
+    whole = (
+        _week(today, 0)
+        if unit == "week"
+        else _month_range(today.year, today.month)
+        if unit == "month"
+        else _year_range(today.year)
+    )
+    if whole is None:
+        return None
+    if m["side"] == "earlier":
+        return (DateRange(whole.first, today),)
+    return (DateRange(today, whole.last),)
+
+
+def _rolling(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    """The past N days/weeks/months/years (最近三天, 过去两周): N units ending today."""
+    count = _number(m["n"]) if _g(m, "n") else 1
+    if count is None or count < 1:
+        return None
+    unit, today = _UNIT_CANON[m["unit"]], ctx.today
+    if unit in ("day", "week"):
+        after = today - dt.timedelta(days=count * (7 if unit == "week" else 1))
+    else:
+        year, month = (
+            _add_months(today.year, today.month, -count)
+            if unit == "month"
+            else (today.year - count, today.month)
+        )
+        if year <= dt.MINYEAR:
+            return None
+        after = dt.date(year, month, min(today.day, calendar.monthrange(year, month)[1]))
+    return (DateRange(after + dt.timedelta(days=1), today),)
+
+
+_UNIT_CANON: Final[dict[str, str]] = {
+    "day": "day",
+    "天": "day",
+    "日": "day",
+    "week": "week",
+    "周": "week",
+    "星期": "week",
+    "个星期": "week",
+    "礼拜": "week",
+    "个礼拜": "week",
+    "month": "month",
+    "个月": "month",
+    "月": "month",
+    "year": "year",
+    "年": "year",
+}
+
+
+_HALF_WIDTH: Final[dict[str, int]] = {"day": 0, "week": 3, "month": 15, "year": 182}
+"""Half the width, in days, of the window centred on "N units ago" (a unit wide)."""
+_SMALLER: Final[dict[str, str]] = {"week": "day", "month": "week", "year": "month"}
+_UNIT_DAYS: Final[dict[str, float]] = {"day": 1, "week": 7, "month": 30.44, "year": 365.25}
+
+
+def _around(today: dt.date, unit: str, count: float, sign: int) -> DateRange:
+    """A window centred `count` units before (sign -1) or after `today`.
+
+    One unit wide; for half a unit ("半年前", "half a month ago") one smaller unit wide.
+    """
+    centre = today + dt.timedelta(days=sign * round(_UNIT_DAYS[unit] * count))
+    half = _HALF_WIDTH[_SMALLER.get(unit, unit) if count < 1 else unit]
+    return DateRange(centre - dt.timedelta(days=half), centre + dt.timedelta(days=half))
+
+
+def _ago(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    """N days/weeks/months/years ago, 三天前, 半年前, and (future) in N days, 三天后."""
+    raw = m["n"]
+    count: float | None = 0.5 if raw in ("半", "half a") else _number(raw)
+    if count is None or count <= 0 or count > 400:
+        return None
+    unit = _UNIT_CANON[m["unit"]]
+    sign = -1 if m["dir"] in ("ago", "前", "之前", "以前", "back") else 1
+    if sign > 0 and m["dir"] == "in" and ctx.tense != "future":
+        return None  # "in two weeks" is a duration unless the message looks ahead
+    if unit == "day" and count != int(count):
+        return None
+    return (_around(ctx.today, unit, count, sign),)
+
+
+_DAY_WORDS: Final[dict[str, int]] = {
+    "today": 0,
+    "tonight": 0,
+    "this morning": 0,
+    "this afternoon": 0,
+    "this evening": 0,
+    "yesterday": -1,
+    "last night": -1,
+    "tomorrow": 1,
+    "the day before yesterday": -2,
+    "the day after tomorrow": 2,
+    "今天": 0,
+    "今日": 0,
+    "今早": 0,
+    "今晚": 0,
+    "今儿": 0,
+    "今天早上": 0,
+    "今天晚上": 0,
+    "昨天": -1,
+    "昨日": -1,
+    "昨晚": -1,
+    "昨儿": -1,
+    "前天": -2,
+    "前日": -2,
+    "大前天": -3,
+    "明天": 1,
+    "明日": 1,
+    "明早": 1,
+    "明晚": 1,
+    "后天": 2,
+    "大后天": 3,
+}
+
+
+def _day_word(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    return (_day(ctx.today + dt.timedelta(days=_DAY_WORDS[m["w"]])),)
+
+
+def _rel_weekend(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    which = m["which"]
+    offset = -2 if _g(m, "before_last") else _REL_OFFSET[which]
+    if which == "this coming":
+        offset = 1 if ctx.today.weekday() >= 5 else 0
+    return (_weekend(ctx.today, offset),)
+
+
+def _bare_weekend(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    if _recurring(ctx, m.start()):
+        return None
+    today = ctx.today
+    return _occurrences(lambda k: _weekend(today, k), 0, today, ctx.tense) or None
+
+
+def _weekday_in_week(today: dt.date, weekday: int, offset: int) -> DateRange:
+    return _day(_week_start(today) + dt.timedelta(weeks=offset, days=weekday))
+
+
+def _rel_weekday(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    """last/this/next Friday, Friday of last week, 上周五, 这周三, 下星期一."""
+    day = m["wd"]
+    weekday = _WEEKDAYS[day] if day in _WEEKDAYS else _ZH_WEEKDAYS[day]
+    which = m["which"]
+    today = ctx.today
+    if which in ("last", "previous", "this past") and not _g(m, "week"):
+        back = (today.weekday() - weekday) % 7 or 7
+        return (_day(today - dt.timedelta(days=back)),)
+    if which == "this coming":
+        ahead = (weekday - today.weekday()) % 7 or 7
+        return (_day(today + dt.timedelta(days=ahead)),)
+    offset = _REL_OFFSET[which]
+    if which == "next" and not _g(m, "week") and weekday > today.weekday():
+        # "next Friday" on a Monday: this week's Friday or next week's
+        return (_weekday_in_week(today, weekday, 0), _weekday_in_week(today, weekday, 1))
+    return (_weekday_in_week(today, weekday, offset),)
+
+
+def _bare_weekday(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    if _recurring(ctx, m.start()):
+        return None
+    day = m["wd"]
+    weekday = _WEEKDAYS[day] if day in _WEEKDAYS else _ZH_WEEKDAYS[day]
+    today = ctx.today
+    return (
+        _occurrences(
+            lambda k: _weekday_in_week(today, weekday, k), 0, today, ctx.tense, strict=True
+        )
+        or None
+    )
+
+
+def _holiday(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    name = m["h"]
+    make = _HOLIDAYS.get(name) or _HOLIDAYS.get(name.replace("'", ""))
+    if make is None:
+        return None
+    if _g(m, "y"):
+        year = _zh_number(m["y"])
+        return _one(make(year)) if year is not None else None
+    rel = _g(m, "rely")
+    if rel:
+        return _one(make(ctx.today.year + _ZH_REL_YEAR[rel]))
+    which = _g(m, "which")
+    if which:
+        tense: Tense = "past" if _REL_OFFSET[which] < 0 else "future"
+        if _REL_OFFSET[which] == 0:
+            return _one(make(ctx.today.year))
+        return _occurrences(make, ctx.today.year, ctx.today, tense, strict=True) or None
+    purpose = _word_before(ctx, m.start()) in {"for", "over"}
+    return _yearless(ctx, make, purpose=purpose) or None
+
+
+def _season_match(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
+    first_month = _SEASONS[m["s"]]
+
+    def make(year: int) -> DateRange | None:
+        return _season(year, first_month)
+
+    today = ctx.today
+    if _g(m, "y"):
+        return _one(make(int(m["y"])))
+    rel = _g(m, "rely")
+    if rel:
+        return _one(make(today.year + _ZH_REL_YEAR[rel]))
+    which = _g(m, "which")
+    if which:
+        offset = _REL_OFFSET[which]
+        if offset == 0:
+            current = _occurrences(make, today.year, today, "past")
+            now = [r for r in current if r.first <= today <= r.last]
+            return tuple(now) or _yearless(ctx, make) or None
+        tense: Tense = "past" if offset < 0 else "future"
+        return _occurrences(make, today.year, today, tense, strict=True) or None
+    if _recurring(ctx, m.start()):
+        return None
+    purpose = _word_before(ctx, m.start()) in {"for", "over"}
+    return _yearless(ctx, make, purpose=purpose) or None
+
+
+_WB = r"(?<![a-z0-9])"
+"""Start of an English word or number (no letter or digit before it)."""
+_WE = r"(?![a-z0-9])"
+"""End of an English word or number."""
+_NB = r"(?<!\d)"
+_NE = r"(?!\d)"
+_D = r"(?P<d>3[01]|[12]\d|0?[1-9])"
+_WHICH_ZH = r"(?P<which>上上个|上上|上个|上|这个|这|本|下个|下下|下)"
+_NOT_AFTER_WEEK = r"(?![一二三四五六日天末围边到全期年岁])"
+_NOT_AFTER_MONTH = r"(?![初中底末份球亮光饼])"
+_MONEY = (
+    r"(?!\s*(?:dollars|bucks|usd|eur|rmb|yuan|元|块|km|miles|steps|words|people|calories|items))"
+)
+
+_PATTERN_TABLE: Final[tuple[tuple[str, _Handler], ...]] = (
+    # full dates
+    (rf"{_NB}(?P<y>{_YEAR})[-/.](?P<m>1[0-2]|0?[1-9])[-/.]{_D}{_NE}", _iso_date),
+    (
+        rf"(?P<y>{_YEAR}|[零〇一二三四五六七八九]{{4}})\s*年\s*(?P<m>{_ZH_MONTH})\s*月\s*"
+        rf"(?P<d>{_ZH_DAY})\s*[日号]",
+        _zh_full_date,
+    ),
+    (rf"{_NB}(?P<a>\d{{1,2}})/(?P<b>\d{{1,2}})/(?P<y>{_YEAR}|\d\d){_NE}", _slash_date_year),
+    (rf"{_WB}(?P<mon>{_MONTH_WORD})\.?\s+{_D}{_ORD},?\s+(?P<y>{_YEAR}){_NE}", _month_day_year),
+    (
+        rf"{_WB}(?:the\s+)?{_D}{_ORD}\s+(?:of\s+)?(?P<mon>{_MONTH_WORD})\.?,?\s+(?P<y>{_YEAR}){_NE}",
+        _month_day_year,
+    ),
+    (
+        rf"{_WB}(?P<mon>{_MONTH_WORD})\.?\s+{_D}{_ORD}\s*(?:-|–|—|to|until|through)\s*"
+        rf"(?P<d2>3[01]|[12]\d|0?[1-9]){_ORD}{_WE}(?:,?\s+(?P<y>{_YEAR}){_NE})?",
+        _month_day_span,
+    ),
+    (rf"{_WB}(?P<mon>{_MONTH_WORD})\.?\s+{_D}{_ORD}{_WE}(?!\s*(?:am|pm|:|%))", _month_day),
+    (rf"{_WB}(?:the\s+)?{_D}{_ORD}\s+(?:of\s+)?(?P<mon>{_MONTH_WORD}){_WE}", _month_day),
+    (rf"{_ZH_REL_YEAR_RE}?(?P<m>{_ZH_MONTH})\s*月\s*(?P<d>{_ZH_DAY})\s*[日号]", _zh_month_day),
+    # months of a given year
+    (
+        rf"{_NB}(?P<y>{_YEAR}|[零〇一二三四五六七八九]{{4}})\s*年\s*(?P<m>{_ZH_MONTH})\s*月份?"
+        rf"(?P<part>初|上旬|中旬|下旬|底|末)?",
+        _month_year,
+    ),
+    (
+        rf"{_ZH_REL_YEAR_RE}\s*的?\s*(?P<m>{_ZH_MONTH})\s*月份?(?P<part>初|上旬|中旬|下旬|底|末)?",
+        _month_year,
+    ),
+    (
+        rf"{_WB}(?:(?P<part>early|mid|late)[\s-]+)?(?P<mon>{_MONTH_WORD})\.?,?\s+(?:of\s+)?"
+        rf"(?P<y>{_YEAR}){_NE}",
+        _month_year,
+    ),
+    (rf"{_NB}(?P<y>{_YEAR})-(?P<m>1[0-2]|0[1-9]){_NE}", _iso_month),
+    (rf"{_WB}(?P<which>last|this|next)\s+(?P<mon>{_MONTH_WORD}){_WE}", _rel_month_name),
+    # holidays and seasons
+    (rf"(?:{_NB}(?P<y>{_YEAR})\s*年\s*的?|{_ZH_REL_YEAR_RE}\s*的?)?(?P<h>{_HOLIDAY_ZH})", _holiday),
+    (
+        rf"{_WB}(?:(?P<which>last|this|next)\s+)?(?P<h>{_HOLIDAY_EN}){_WE}"
+        rf"(?:\s+(?P<y>{_YEAR}){_NE})?",
+        _holiday,
+    ),
+    (
+        rf"(?:{_NB}(?P<y>{_YEAR})\s*年\s*的?|{_ZH_REL_YEAR_RE}\s*的?)?(?P<s>{_SEASON_ZH})",
+        _season_match,
+    ),
+    (
+        rf"{_WB}(?:(?P<which>last|this|next)\s+)?(?P<s>{_SEASON_EN}){_WE}"
+        rf"(?:\s+(?:of\s+)?(?P<y>{_YEAR}){_NE})?",
+        _season_match,
+    ),
+    # counted spans: before the day words, so that 三天前 is not read as 前天
+    (
+        rf"{_WB}(?:the\s+|in\s+the\s+|over\s+the\s+|during\s+the\s+)?(?:past|last)\s+"
+        rf"(?P<n>{_EN_COUNT})\s+(?P<unit>day|week|month|year)s?{_WE}",
+        _rolling,
+    ),
+    (rf"{_WB}(?:the\s+)?past\s+(?P<unit>week|month|year){_WE}(?P<n>)", _rolling),
+    (
+        rf"(?:最近|过去|近)的?(?P<n>{_ZH_NUM})(?P<unit>天|日|个星期|星期|周|个礼拜|礼拜|个月|年)",
+        _rolling,
+    ),
+    (
+        rf"{_WB}(?P<n>{_EN_COUNT}|half a)\s+(?P<unit>day|week|month|year)s?\s+"
+        rf"(?P<dir>ago|back){_WE}",
+        _ago,
+    ),
+    (
+        rf"{_WB}(?P<dir>in)\s+(?P<n>{_EN_COUNT}|half a)\s+(?P<unit>day|week|month|year)s?{_WE}",
+        _ago,
+    ),
+    (
+        rf"{_WB}(?P<n>{_EN_COUNT})\s+(?P<unit>day|week|month|year)s?\s+(?P<dir>from now){_WE}",
+        _ago,
+    ),
+    (
+        rf"{_NB}(?P<n>{_ZH_NUM}|半)(?P<unit>天|日|个星期|星期|周|个礼拜|礼拜|个月|年)"
+        rf"(?P<dir>之前|以前|前|之后|以后|后)",
+        _ago,
+    ),
+    (rf"{_WB}(?P<side>earlier|later)\s+this\s+(?P<unit>week|month|year){_WE}", _earlier_later),
+    # days
+    (
+        r"(?P<w>大前天|大后天|今天早上|今天晚上|今天|今日|今早|今晚|今儿|昨天|昨日|昨晚|昨儿|前天|前日|"
+        r"明天|明日|明早|明晚|后天)",
+        _day_word,
+    ),
+    (
+        rf"{_WB}(?P<w>the day before yesterday|the day after tomorrow|today|tonight|"
+        rf"this morning|this afternoon|this evening|yesterday|last night|tomorrow){_WE}",
+        _day_word,
+    ),
+    # weekends and weekdays
+    (rf"{_WB}(?:the\s+)?(?P<before_last>weekend before last){_WE}(?P<which>)", _rel_weekend),
+    (
+        rf"{_WB}(?P<which>this past|this coming|last|previous|this|next)\s+weekend{_WE}",
+        _rel_weekend,
+    ),
+    (rf"{_WHICH_ZH}{_ZH_WEEK}末", _rel_weekend),
+    (
+        rf"{_WB}(?P<wd>{_WEEKDAY_WORD})\s+(?:of\s+)?(?P<which>last|this|next)\s+(?P<week>week){_WE}",
+        _rel_weekday,
+    ),
+    (
+        rf"{_WB}(?P<which>this past|this coming|last|previous|this|next)\s+"
+        rf"(?P<wd>{_WEEKDAY_WORD}){_WE}",
+        _rel_weekday,
+    ),
+    (rf"{_WHICH_ZH}(?P<week>{_ZH_WEEK})(?P<wd>[一二三四五六日天])", _rel_weekday),
+    # weeks, months, years relative to today
+    (
+        rf"{_WB}(?:the\s+)?(?P<unit>week|month|year)\s+(?P<before_last>before last){_WE}"
+        rf"(?P<which>)",
+        _rel_unit,
+    ),
+    (
+        rf"{_WB}(?P<which>last|previous|this|current|next)\s+(?P<unit>week|month|year){_WE}",
+        _rel_unit,
+    ),
+    (rf"{_WHICH_ZH}(?P<unit>周|星期|礼拜){_NOT_AFTER_WEEK}", _rel_unit),
+    (rf"{_WHICH_ZH}(?P<unit>月){_NOT_AFTER_MONTH}", _rel_unit),
+    (rf"{_WHICH_ZH}(?P<unit>月)(?P<part>初|中|底|末)", _rel_unit),
+    (r"(?P<rely>大前年|前年|去年|今年|明年|后年)", _zh_rel_year_only),
+    # expressions without a year: the message's tense decides which occurrence
+    (rf"{_WB}(?P<wd>{_WEEKDAY_WORD}){_WE}", _bare_weekday),
+    (
+        rf"(?<![上下这本每个几一二两三四五六七八九十\d]){_ZH_WEEK}(?P<wd>[一二三四五六日天])",
+        _bare_weekday,
+    ),
+    (rf"{_WB}(?:the\s+)?weekend{_WE}", _bare_weekend),
+    (rf"(?<![上下这本每个]){_ZH_WEEK}末", _bare_weekend),
+    (rf"{_WB}(?:(?P<part>early|mid|late)[\s-]+)?(?P<mon>{_MONTH_WORD})\.?{_WE}", _bare_month),
+    (
+        rf"(?<![\d年个每几])(?P<m>{_ZH_MONTH})\s*月份?(?P<part>初|上旬|中旬|下旬|底|末)?{_NOT_AFTER_MONTH}",
+        _zh_bare_month,
+    ),
+    (rf"{_NB}(?P<y>{_YEAR}|[零〇一二三四五六七八九]{{4}})\s*年(?![代级])", _year_only),
+    (
+        rf"{_WB}(?:in|of|during|since|from|throughout|until|till|before|after|by)\s+"
+        rf"(?:the\s+year\s+)?(?P<y>{_YEAR}){_NE}{_MONEY}",
+        _year_only,
+    ),
+    (rf"{_WB}(?:the\s+)?(?P<y>(?:19|20)\d0)'?s{_WE}", _decade),
+    (rf"{_NB}(?P<a>1[0-2]|0?[1-9])/(?P<b>3[01]|[12]\d|0?[1-9]){_NE}(?!/)", _slash_date),
+)
+"""(pattern, handler), most specific first: a span taken by one is not read again by another."""
+
+_PATTERNS: Final = tuple((re.compile(p), h) for p, h in _PATTERN_TABLE)
+
+_QUICK_RE: Final = re.compile(
+    rf"\d|{_MONTH_WORD}|{_WEEKDAY_WORD}|{_HOLIDAY_EN}|{_SEASON_EN}|today|tonight|yesterday|"
+    rf"tomorrow|morning|afternoon|evening|night|week|month|year|ago|{_HOLIDAY_ZH}|[天日周月年]|星期|"
+    r"礼拜|季"
+)
+"""Cheap test run first: a message matching none of these has no time expression."""
+
+_CONNECTOR_RE: Final = re.compile(
+    r"\s*(?:-|–|—|~|to|until|till|through|thru|and|到|至|～)\s*(?:the\s+)?"
+)
+_LEAD_RE: Final = re.compile(
+    r"(?:\b(?:in|on|at|during|for|over|since|from|by|of|around|between|about|within|until|till)"
+    r"|在|于|从)\s*$"
+)
+
+
+def _normalise(text: str) -> str:
+    """The message as scanned: NFKC, curly apostrophes straightened, at most `MAX_SCAN_CHARS`."""
+    if len(text) > MAX_SCAN_CHARS:
+        half = MAX_SCAN_CHARS // 2
+        text = f"{text[:half]} {text[-half:]}"
+    return unicodedata.normalize("NFKC", text).replace("’", "'")
+
+
+def _merge(ranges: Iterable[DateRange]) -> tuple[DateRange, ...]:
+    merged: list[DateRange] = []
+    for r in sorted(ranges):
+        if merged and r.first <= merged[-1].last + dt.timedelta(days=1):
+            if r.last > merged[-1].last:
+                merged[-1] = DateRange(merged[-1].first, r.last)
+        else:
+            merged.append(r)
+    return tuple(merged)
+
+
+def _join(left: TimeExpression, right: TimeExpression, text: str) -> TimeExpression | None:
+    """One expression for "X to Y" / "between X and Y" / "从X到Y", or `None`."""
+    between = text[left.end : right.start]
+    found = _CONNECTOR_RE.fullmatch(between)
+    if found is None:
+        return None
+    if found.group(0).strip() == "and" and not re.search(r"\bbetween\s*$", text[: left.start]):
+        return None
+    pairs: list[DateRange] = []
+    for a in left.ranges:
+        later = [b for b in right.ranges if b.last >= a.first]
+        if later:
+            b = min(later, key=lambda r: r.last)
+            pairs.append(DateRange(a.first, max(a.last, b.last)))
+    if not pairs:
+        return None
+    return TimeExpression(text[left.start : right.end], left.start, right.end, _merge(pairs))
+
+
+def _since_today(expr: TimeExpression, text: str, today: dt.date) -> TimeExpression:
+    """An expression after "since" / "自从": from its start to today."""
+    if not re.search(r"(?:\bsince|自从|自)\s*$", text[max(0, expr.start - 8) : expr.start]):
+        return expr
+    started = [r for r in expr.ranges if r.first <= today]
+    if not started:
+        return expr
+    return TimeExpression(expr.text, expr.start, expr.end, (DateRange(max(started).first, today),))
+
+
+def _rest(text: str, expressions: Iterable[TimeExpression]) -> str:
+    pieces: list[str] = []
+    at = 0
+    for expr in expressions:
+        before = text[at : expr.start]
+        lead = _LEAD_RE.search(before)
+        pieces.append(before[: lead.start()] if lead else before)
+        at = expr.end
+    pieces.append(text[at:])
+    return " ".join(" ".join(pieces).split())
+
+
+def resolve_time(text: str, today: dt.date) -> ResolvedTime | None:
+    """The time ranges a message refers to, resolved against `today`, or `None` if none.
+
+    Args:
+        text: The user's message (any language; English and Chinese expressions are understood).
+        today: The user's current local date (in the configured timezone).
+
+    Returns:
+        The expressions, their merged ranges and the message without them; `None` when the
+        message has no time expression that resolves.
+    """
+    cased = _normalise(text)
+    norm = cased.lower()
+    if not norm or _QUICK_RE.search(norm) is None:
+        return None
+    ctx = _Ctx(today=today, tense=detect_tense(norm), text=norm, cased=cased)
+    taken: list[tuple[int, int]] = []
+    found: list[TimeExpression] = []
+    for pattern, handler in _PATTERNS:
+        for match in pattern.finditer(norm):
+            start, end = match.span()
+            if start == end or any(start < e and s < end for s, e in taken):
+                continue
+            ranges = handler(match, ctx)
+            taken.append((start, end))  # a refused match still claims its words ("May I")
+            if ranges:
+                found.append(TimeExpression(match.group(0), start, end, _merge(ranges)))
+    if not found:
+        return None
+    found.sort(key=lambda e: e.start)
+    joined: list[tuple[TimeExpression, bool]] = []
+    for expr in found:
+        if joined:
+            both = _join(joined[-1][0], expr, norm)
+            if both is not None:
+                joined[-1] = (both, True)
+                continue
+        joined.append((expr, False))
+    final = tuple(e if was_joined else _since_today(e, norm, today) for e, was_joined in joined)
+    return ResolvedTime(
+        expressions=final,
+        ranges=_merge(r for e in final for r in e.ranges),
+        rest=_rest(norm, final),
+        tense=ctx.tense,
+    )
