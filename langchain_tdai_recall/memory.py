@@ -68,6 +68,7 @@ from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreRea
 from langchain_tdai_recall.recall.engine import RecallEngine, RecallRequest
 from langchain_tdai_recall.recall.hits import HitSearch
 from langchain_tdai_recall.recall.search import Searcher
+from langchain_tdai_recall.recall.when import check_now
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.types import (
     MEMORY_TYPES,
@@ -914,6 +915,7 @@ class TdaiMemory:
         session_key: str | None = None,
         system_prompt: str | None = None,
         tools_guide: bool = True,
+        now: dt.datetime | None = None,
     ) -> RecallResult | None:
         """Recall memories for this turn's user text (a string or content blocks).
 
@@ -927,6 +929,10 @@ class TdaiMemory:
                 keeps the system context byte-identical from turn to turn.
             tools_guide: Write the memory-tools guide into the system context (when
                 `tools.enabled`); pass `False` when the model does not have the memory tools.
+            now: The time of the turn, against which time expressions such as "last month"
+                are resolved (`recall.time_aware`); `None` is the clock. A naive datetime is
+                taken to be in the configured `timezone`. Pass it when replaying a past
+                conversation.
 
         Returns:
             The injection for this turn, or `None` when recall is disabled or exceeded
@@ -937,7 +943,9 @@ class TdaiMemory:
         scope = self.scope(user_id, agent_id)
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
-        request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
+        request = RecallRequest(
+            system_prompt=system_prompt, tools_guide=bool(tools_guide), now=check_now(now)
+        )
         started = time.monotonic()
         result = self._engine.recall(self._user_text(user_text), scope, request)
         self._store_breaker.record(started=started, answered=result is not None)
@@ -952,12 +960,15 @@ class TdaiMemory:
         session_key: str | None = None,
         system_prompt: str | None = None,
         tools_guide: bool = True,
+        now: dt.datetime | None = None,
     ) -> RecallResult | None:
         """Async version of `recall`."""
         scope = self.scope(user_id, agent_id)
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
-        request = RecallRequest(system_prompt=system_prompt, tools_guide=bool(tools_guide))
+        request = RecallRequest(
+            system_prompt=system_prompt, tools_guide=bool(tools_guide), now=check_now(now)
+        )
         started = time.monotonic()
         result = await self._engine.arecall(self._user_text(user_text), scope, request)
         self._store_breaker.record(started=started, answered=result is not None)
@@ -978,6 +989,7 @@ class TdaiMemory:
         created_before: dt.datetime | dt.date | str | None = None,
         active_after: dt.datetime | dt.date | str | None = None,
         active_before: dt.datetime | dt.date | str | None = None,
+        now: dt.datetime | None = None,
     ) -> list[MemoryHit]:
         """Search the scope's L1 memories with recall's ranking: the best hits the caller asked for.
 
@@ -1001,6 +1013,9 @@ class TdaiMemory:
             active_after: Only memories whose activity (start/end times or timestamp) ends at
                 or after this; memories without activity times are left out.
             active_before: Only memories whose activity starts at or before this.
+            now: The time against which a time named in `query` ("last month", "上周") is
+                resolved when no `created_*` / `active_*` filter is given: memories of that time
+                then rank first (`recall.time_aware`). `None` is the clock.
 
         Returns:
             Hits, best ranked first; `score` is the relevance in 0..1. Expired memories are
@@ -1019,7 +1034,14 @@ class TdaiMemory:
             active_before=active_before,
         )
         return self._hits.memories(
-            scope, query, limit=limit, min_score=min_score, kind=type, scene=scene, where=where
+            scope,
+            query,
+            limit=limit,
+            min_score=min_score,
+            kind=type,
+            scene=scene,
+            where=where,
+            now=check_now(now),
         )
 
     def search_conversations(

@@ -37,6 +37,7 @@ from langchain_tdai_recall.recall.search import (
     Searcher,
     SearchOutcome,
 )
+from langchain_tdai_recall.recall.when import AskedTime, asked_time
 from langchain_tdai_recall.stores.base import BaseMemoryStore, Scope
 from langchain_tdai_recall.text.budget import apply_budget
 from langchain_tdai_recall.text.clean import clean_query, content_text
@@ -87,6 +88,8 @@ class RecallRequest:
     """The app's own system prompt: the turn-invariant language signal of `language="auto"`."""
     tools_guide: bool = True
     """Whether the caller has the memory tools (the guide is written only then)."""
+    now: dt.datetime | None = None
+    """The turn's time, against which "last month" is resolved (default: the clock)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +400,31 @@ class RecallEngine:
             ),
         )
 
+    def _search(
+        self, query: str, scope: Scope, request: RecallRequest, pinned: int, deadline: float
+    ) -> tuple[SearchOutcome, AskedTime | None]:
+        """The L1 search of a turn, with the time the message asks about (`recall.time_aware`)."""
+        cfg = self.config.recall
+        asked: AskedTime | None = None
+        resolving = 0.0
+        if cfg.time_aware:
+            t_when = time.perf_counter()
+            asked = asked_time(query, now=request.now, tz=self._tz)
+            resolving = (time.perf_counter() - t_when) * 1000
+        outcome = self.searcher.search(
+            scope,
+            "l1",
+            query,
+            limit=cfg.max_results + pinned,
+            strategy=cfg.strategy,
+            deadline=deadline,
+            when=asked.window if asked is not None else None,
+        )
+        outcome.time_only = asked is not None and asked.only_time
+        if cfg.time_aware:
+            outcome.timings_ms["when"] = resolving
+        return outcome, asked
+
     def _recall(
         self, user_text: object, scope: Scope, request: RecallRequest, deadline: float
     ) -> RecallResult:
@@ -417,15 +445,9 @@ class RecallEngine:
         key = self._pinned(scope, system_language)
         pinned_refs = key.refs
         timings["pinned"] = (time.perf_counter() - t_pinned) * 1000
+        asked: AskedTime | None = None
         if len(query) >= MIN_QUERY_CHARS and cfg.max_results > 0:
-            outcome = self.searcher.search(
-                scope,
-                "l1",
-                query,
-                limit=cfg.max_results + len(pinned_refs),
-                strategy=cfg.strategy,
-                deadline=deadline,
-            )
+            outcome, asked = self._search(query, scope, request, len(pinned_refs), deadline)
             strategy, error = outcome.strategy, outcome.error
             pending = outcome.pending_vectors
             timings.update(outcome.timings_ms)
@@ -477,6 +499,7 @@ class RecallEngine:
             reranked=reranked,
             language=language,
             pending_vectors=pending,
+            time_ranges=tuple((r.first, r.last) for r in asked.ranges) if asked else (),
         )
         logger.debug(
             "recall strategy=%s memories=%d rules=%d pinned=%d total=%.1f ms timings=%s",

@@ -16,8 +16,18 @@ and is relaxed in two cases, both measured in `benchmarks/results/quality.md`:
   miss. (At `recall.pin_priority` and above, memories are pinned into the system context
   instead, see `recall.engine`.)
 
+A third path serves **time questions** ("what did I buy last month?"): when the message names a
+time (`recall.time_aware`), the search flags the candidates whose activity time (else write time)
+falls in it (`RankedHit.in_range`, see `recall.search`). Such a memory is injected when its
+relevance reaches `IN_RANGE_BEST_SHARE` of the best in-range candidate's and
+`IN_RANGE_FLOOR × threshold`: the memories of that time that match the rest of the words
+("buy"), not every memory of the month. When the rest of the message is only question words
+("what did I do last weekend?", `SearchOutcome.time_only`) the in-range candidates pass as
+ranked, up to `recall.max_results`.
+
 Every rule is monotonic: adding memories can only raise the scope's word coverage and the best
-match, so more memories never yield fewer injected ones.
+match, so more memories never yield fewer injected ones. (A new in-range memory can raise the
+in-range bar, but only by ranking above the memories it then leaves out.)
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ __all__ = [
     "ANCHOR_SHARE",
     "BOOST_FROM",
     "BOOST_TO",
+    "IN_RANGE_BEST_SHARE",
+    "IN_RANGE_FLOOR",
     "ON_TOPIC_COVERAGE",
     "ON_TOPIC_SHARE",
     "injected",
@@ -51,6 +63,14 @@ BOOST_FROM: Final = 70
 
 BOOST_TO: Final = 100
 """Priority at which the threshold would reach zero."""
+
+
+IN_RANGE_BEST_SHARE: Final = 0.4
+"""Share of the best in-range candidate's relevance another in-range memory needs."""
+
+IN_RANGE_FLOOR: Final = 1 / 6
+"""Share of the threshold every in-range memory needs (0.05 at the default 0.3), unless the
+message asks only about the time."""
 
 
 def priority_factor(priority: int) -> float:
@@ -82,4 +102,20 @@ def injected(
     best = max(h.score for h in candidates)
     on_topic = outcome.scope_coverage >= ON_TOPIC_COVERAGE and best >= ANCHOR_SHARE * threshold
     base = threshold * (ON_TOPIC_SHARE if on_topic else 1.0)
-    return [h for h in candidates if h.score >= base * priority_factor(h.priority) - 1e-6][:limit]
+    in_range = _in_range_bar(candidates, threshold, time_only=outcome.time_only)
+    return [
+        h
+        for h in candidates
+        if h.score >= base * priority_factor(h.priority) - 1e-6
+        or (h.in_range and h.score >= in_range - 1e-6)
+    ][:limit]
+
+
+def _in_range_bar(candidates: list[RankedHit], threshold: float, *, time_only: bool) -> float:
+    """The relevance an in-range candidate needs (infinite when there is none)."""
+    scores = [h.score for h in candidates if h.in_range]
+    if not scores:
+        return float("inf")
+    if time_only:
+        return 0.0
+    return max(IN_RANGE_FLOOR * threshold, IN_RANGE_BEST_SHARE * max(scores))

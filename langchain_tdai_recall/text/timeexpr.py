@@ -116,6 +116,18 @@ class ResolvedTime:
     tense: Tense
     """The message's tense cue (`detect_tense`)."""
 
+    @property
+    def only_time(self) -> bool:
+        """Whether the rest of the message is only question and function words.
+
+        "What did I do ...?", "去哪了": the message asks what happened at that time, nothing
+        narrower.
+        """
+        return all(
+            word in _FILLER_EN or (len(word) == 1 and word in _FILLER_ZH)
+            for word in _FILLER_SPLIT_RE.findall(self.rest)
+        )
+
 
 # -- vocabulary ---------------------------------------------------------------------------------
 
@@ -456,6 +468,24 @@ _HOLIDAYS: Final[dict[str, Callable[[int], DateRange | None]]] = {
     "中秋": _lunar_day(_MID_AUTUMN),
 }
 """Holiday name -> its range in a given year (`None` outside the tables)."""
+
+
+_FILLER_EN: Final = frozenset(
+    _words(
+        "a about again all am an and any anything are at be been did do does doing done else "
+        "ever everything for from get go going got had happen happened happening has have i "
+        "i'd i'll i'm i've is it it's just list me my on our planned plans remind schedule "
+        "scheduled show so something stuff tell that the there thing things this to up us was "
+        "we went were what what's whats when where where's which who with you your can could "
+        "would will should please how how's"
+    )
+)
+"""Words that ask about a time without narrowing it ("what did I do ...", "where did I go")."""
+_FILLER_ZH: Final = frozenset(
+    "我你他她们的了过什么做干嘛啥哪里儿些有吗呢去都是在事情安排发生样怎吧和跟那这个时候段期间还又要会"
+)
+"""Chinese characters of the same kind ("做了什么", "去哪了", "有什么安排")."""
+_FILLER_SPLIT_RE: Final = re.compile(r"[a-z']+|[\u4e00-\u9fff]")
 
 
 # -- tense -------------------------------------------------------------------------------------
@@ -1082,10 +1112,17 @@ def _season_match(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
             return tuple(now) or _yearless(ctx, make) or None
         tense: Tense = "past" if offset < 0 else "future"
         return _occurrences(make, today.year, today, tense, strict=True) or None
-    if _recurring(ctx, m.start()):
+    # a bare season is a time only after a preposition: "in the summer", not "summer dress",
+    # "winter coat", "autumn leaves" (nor 冬天的衣服: Chinese seasons need a year before them)
+    lead = _SEASON_LEAD_RE.search(ctx.text[max(0, m.start() - 24) : m.start()])
+    if lead is None:
         return None
-    purpose = _word_before(ctx, m.start()) in {"for", "over"}
-    return _yearless(ctx, make, purpose=purpose) or None
+    return _yearless(ctx, make, purpose=lead.group(1) in {"for", "over"}) or None
+
+
+_SEASON_LEAD_RE: Final = re.compile(
+    r"\b(in|during|over|through|throughout|since|for|until|till|before|after|by)\s+(?:the\s+)?$"
+)
 
 
 _WB = r"(?<![a-z0-9])"

@@ -30,10 +30,12 @@ from langchain_tdai_recall.stores._index.extras import (
     ExpiryTable,
     MemoryFilter,
     RowExtras,
+    epoch,
     row_extras,
 )
 from langchain_tdai_recall.stores._index.keyword import KeywordHits, KeywordIndex, KeywordState
 from langchain_tdai_recall.stores._index.profile import ProfileHead
+from langchain_tdai_recall.stores._index.times import TimeTable, TimeWindow
 from langchain_tdai_recall.stores.records import Layer, MemoryRow, MessageRow
 from langchain_tdai_recall.text.tokenize import Query, Tokenizer
 from langchain_tdai_recall.types import Scope
@@ -216,6 +218,11 @@ class LayerIndex:
         """The expiry table and the version it was built at."""
         self._excluded: tuple[tuple[int, int], frozenset[int]] = ((0, 0), frozenset())
         """The rows left out of searches, by (version, expired rows) they were found at."""
+        self._written: dict[int, float] | None = None
+        """L1 write times (epoch seconds) by row, read from `RowMeta.created` on the first time
+        lookup and kept up to date from then on (a scope never asked about time pays nothing)."""
+        self._times: tuple[int, TimeTable] | None = None
+        """The time table and the version it was built at."""
 
     def refresh(self) -> None:
         """Apply every change written to this scope's layer since the last refresh."""
@@ -318,6 +325,7 @@ class LayerIndex:
             self.vectors = vectors
             self.meta = dict(zip(rowids, state.metas, strict=True))
             self.extras = dict(state.extras)
+            self._written = None
             self._hidden = {rowid for rowid, e in self.extras.items() if e.hidden}
             self._expiring = {
                 rowid: e.expires for rowid, e in self.extras.items() if e.expires is not None
@@ -377,6 +385,41 @@ class LayerIndex:
             self._excluded = (key, rows)
             return rows
 
+    # -- time ranges (time-aware recall, issue 22) ---------------------------------------------
+
+    def rows_in_time(self, window: TimeWindow) -> npt.NDArray[np.int64]:
+        """L1 rows whose activity time (else write time) overlaps `window`, sorted.
+
+        A persona fact or instruction is matched by its activity time only: when it was
+        written says when it was learned, not when anything happened.
+
+        Expired and hidden rows are included (searches leave them out). The table is built on
+        the first call and again after the rows change (`stores._index.times`).
+        """
+        with self._klock:
+            cached = self._times
+            if cached is None or cached[0] != self._version:
+                cached = (self._version, self._time_table())
+                self._times = cached
+            return cached[1].rows(window)
+
+    def _time_table(self) -> TimeTable:
+        """Every row's (start, end) time. Call under `_klock`."""
+        written = self._written
+        if written is None:
+            written = {rowid: epoch(m.created) or 0.0 for rowid, m in self.meta.items()}
+            self._written = written
+        extras, meta = self.extras, self.meta
+        rows: list[tuple[int, float, float]] = []
+        for rowid, at in written.items():
+            extra = extras.get(rowid)
+            if extra is not None and extra.active_from is not None:
+                end = extra.active_to if extra.active_to is not None else extra.active_from
+                rows.append((rowid, extra.active_from, max(end, extra.active_from)))
+            elif meta[rowid].kind == "episodic" or self.layer == "l0":
+                rows.append((rowid, at, at))
+        return TimeTable(rows)
+
     def newest_rows(self, where: MemoryFilter | None) -> list[int]:
         """Rows passing `where` that have not expired, hidden ones included, newest first.
 
@@ -407,6 +450,8 @@ class LayerIndex:
             self.extras.pop(rowid, None)
             self._hidden.discard(rowid)
             self._expiring.pop(rowid, None)
+            if self._written is not None:
+                self._written.pop(rowid, None)
 
     def _track_extras(self, row: MemoryRow) -> None:
         extras = row_extras(row.record)
@@ -440,6 +485,8 @@ class LayerIndex:
                     row.record.updated_at,
                     row.record.created_at,
                 )
+                if self._written is not None:
+                    self._written[row.rowid] = epoch(meta.created) or 0.0
             else:
                 meta = row_meta(
                     row.record.id,

@@ -1,0 +1,65 @@
+"""The time a message asks about, as a search's time window (`recall.time_aware`).
+
+`text.timeexpr` resolves the message's time expressions into local date ranges against the
+turn's date in the configured timezone; this module turns them into the `TimeWindow` the index
+looks rows up with. Recall and `search_memories` / `tdai_memory_search` share it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from langchain_tdai_recall.errors import ConfigError
+from langchain_tdai_recall.stores._index.times import TimeWindow
+from langchain_tdai_recall.text.timeexpr import DateRange, resolve_time
+
+__all__ = ["AskedTime", "asked_time", "check_now", "local_today"]
+
+
+@dataclass(frozen=True, slots=True)
+class AskedTime:
+    """The dates a message asks about, and the window to search them with."""
+
+    ranges: tuple[DateRange, ...]
+    """Inclusive local date ranges, merged and sorted."""
+    window: TimeWindow
+    """The same ranges as epoch intervals (`stores._index.times`)."""
+    only_time: bool
+    """Whether the message asks only about the time (`ResolvedTime.only_time`)."""
+
+
+def check_now(value: object, *, field: str = "now") -> dt.datetime | None:
+    """A caller's `now`: a `datetime` or `None`.
+
+    Raises:
+        ConfigError: For anything else (a date has no time of day: pass a datetime).
+    """
+    if value is None or isinstance(value, dt.datetime):
+        return value
+    msg = (
+        f"{field} must be a datetime (naive = in the configured timezone) or None for the "
+        f"clock, got {type(value).__name__} {value!r:.60}"
+    )
+    raise ConfigError(msg)
+
+
+def local_today(now: dt.datetime | None, tz: dt.tzinfo) -> dt.date:
+    """The date in `tz` at `now` (default: the clock); a naive `now` is taken to be in `tz`."""
+    if now is None:
+        return dt.datetime.now(tz).date()
+    if now.tzinfo is None:
+        return now.date()
+    return now.astimezone(tz).date()
+
+
+def asked_time(text: str, *, now: dt.datetime | None, tz: dt.tzinfo) -> AskedTime | None:
+    """The time `text` asks about at `now` in zone `tz`, or `None` when it names no time."""
+    resolved = resolve_time(text, local_today(now, tz))
+    if resolved is None:
+        return None
+    return AskedTime(
+        resolved.ranges,
+        TimeWindow.from_dates(((r.first, r.last) for r in resolved.ranges), tz),
+        resolved.only_time,
+    )

@@ -1,0 +1,125 @@
+"""Which L1 rows fall in a time range: the index's times, looked up without reading records.
+
+Time-aware recall (`text.timeexpr` resolves "last month" into dates) needs the memories whose
+time overlaps a range. A row's time is its activity (`activity_start_time` .. `activity_end_time`,
+else the event `timestamp`, as `RowExtras` holds them), else its write time (`created_at`).
+
+Stored times come in two forms, and a range of local dates matches each in its own way:
+
+- **dates** (`2026-11-03`): calendar days with no zone. `stores._index.extras.epoch` stores
+  them as that day in UTC, first instant to last (the end at `.999999`, which is how a row's
+  times are recognised as dates here). They match a range of dates as dates do, whatever the
+  configured zone: `TimeWindow.floating`.
+- **moments** (`2026-11-03T14:00:00+08:00`, and every write time): instants, which match the
+  range's dates as local days in the configured zone: `TimeWindow.absolute`.
+
+`TimeTable` keeps both kinds sorted by start. A lookup is a binary search plus a vectorised pass
+over the rows that start within `LONG_SPAN` before the range (rows spanning longer are kept
+apart and checked all at once), so its cost follows the rows near the range, not the scope.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["LONG_SPAN", "TimeTable", "TimeWindow", "is_date_span"]
+
+_DAY: Final = 86_400.0
+
+LONG_SPAN: Final = 62 * _DAY
+"""Rows whose time spans longer than this (seconds) are checked apart from the sorted ones."""
+
+
+def is_date_span(start: float, end: float) -> bool:
+    """Whether stored (start, end) epochs are the first and last instants of dates (in UTC)."""
+    return start % _DAY == 0 and end != round(end) and round(end) % _DAY == 0
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindow:
+    """Ranges of local dates, as the half-open epoch intervals the two kinds of times match."""
+
+    floating: tuple[tuple[float, float], ...]
+    """[start, end) per range for stored dates: the range's days in UTC."""
+    absolute: tuple[tuple[float, float], ...]
+    """[start, end) per range for stored moments: the range's days in the configured zone."""
+
+    @classmethod
+    def from_dates(cls, ranges: Iterable[tuple[dt.date, dt.date]], tz: dt.tzinfo) -> TimeWindow:
+        """The window of inclusive (first, last) date ranges in zone `tz`."""
+        floating: list[tuple[float, float]] = []
+        absolute: list[tuple[float, float]] = []
+        for first, last in ranges:
+            after = last + dt.timedelta(days=1)
+            floating.append((_midnight(first, dt.UTC), _midnight(after, dt.UTC)))
+            absolute.append((_midnight(first, tz), _midnight(after, tz)))
+        return cls(tuple(floating), tuple(absolute))
+
+
+def _midnight(day: dt.date, tz: dt.tzinfo) -> float:
+    return dt.datetime(day.year, day.month, day.day, tzinfo=tz).timestamp()
+
+
+class _Sorted:
+    """Rows of one kind: the short ones sorted by start, the long ones apart."""
+
+    __slots__ = ("_ends", "_long_ends", "_long_ids", "_long_starts", "_rowids", "_starts")
+
+    def __init__(
+        self,
+        rowids: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.float64],
+        ends: npt.NDArray[np.float64],
+    ) -> None:
+        long = (ends - starts) > LONG_SPAN
+        order = np.argsort(starts[~long], kind="stable")
+        self._rowids = rowids[~long][order]
+        self._starts = starts[~long][order]
+        self._ends = ends[~long][order]
+        self._long_ids = rowids[long]
+        self._long_starts = starts[long]
+        self._long_ends = ends[long]
+
+    def overlapping(self, low: float, high: float) -> list[npt.NDArray[np.int64]]:
+        """Rows whose [start, end] overlaps [low, high)."""
+        lo = int(np.searchsorted(self._starts, low - LONG_SPAN, side="left"))
+        hi = int(np.searchsorted(self._starts, high, side="left"))
+        near = slice(lo, hi)
+        parts = [self._rowids[near][self._ends[near] >= low]]
+        if self._long_ids.size:
+            hit = (self._long_starts < high) & (self._long_ends >= low)
+            parts.append(self._long_ids[hit])
+        return parts
+
+
+class TimeTable:
+    """Every L1 row's time, by kind, for range lookups. Immutable once built."""
+
+    __slots__ = ("_absolute", "_floating", "size")
+
+    def __init__(self, rows: Iterable[tuple[int, float, float]]) -> None:
+        """Build from (row id, start, end) epochs; dates are recognised by `is_date_span`."""
+        table = np.asarray(list(rows), dtype=np.float64).reshape(-1, 3)
+        rowids = table[:, 0].astype(np.int64)
+        starts, ends = table[:, 1], table[:, 2]
+        dates = (starts % _DAY == 0) & (ends != np.round(ends)) & (np.round(ends) % _DAY == 0)
+        self._floating = _Sorted(rowids[dates], starts[dates], ends[dates])
+        self._absolute = _Sorted(rowids[~dates], starts[~dates], ends[~dates])
+        self.size = int(rowids.size)
+
+    def rows(self, window: TimeWindow) -> npt.NDArray[np.int64]:
+        """The rows whose time overlaps any range of `window`, sorted, without repeats."""
+        parts: list[npt.NDArray[np.int64]] = []
+        for low, high in window.floating:
+            parts += self._floating.overlapping(low, high)
+        for low, high in window.absolute:
+            parts += self._absolute.overlapping(low, high)
+        if not parts:
+            return np.empty(0, dtype=np.int64)
+        return np.unique(np.concatenate(parts))
