@@ -23,7 +23,15 @@ $(TSTAMP): pyproject.toml | $(BIN)/python
 demo: $(STAMP)
 	$(BIN)/tdai-recall demo
 
+# PostgreSQL refuses to run as root; as root, the PostgreSQL tests run their throw-away server as
+# the system user tdaipg, which they create on first use (langchain_tdai_recall/testing/postgres.py).
+PG_USER_NOTICE := make test: running as root, so the PostgreSQL tests will create the system user \
+	'tdaipg' (useradd --system) to run their throw-away server, and reuse it in later runs \
+	(remove it with: userdel tdaipg). Run as a normal user, or set TDAI_TEST_POSTGRES_URL, to avoid it.
+
 test: $(TSTAMP)
+	@if [ "$$(id -u)" = 0 ] && [ -z "$${TDAI_TEST_POSTGRES_URL:-}" ] && ! id tdaipg >/dev/null 2>&1; then \
+		echo "$(PG_USER_NOTICE)" >&2; fi
 	$(BIN)/python -m pytest
 
 unit_tests: $(TSTAMP)

@@ -29,13 +29,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import AliasChoices, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from langchain_tdai_recall._config_base import ConfigModel, config_error
-from langchain_tdai_recall._formation_config import (
+from langchain_tdai_recall._exchange.records import shown
+from langchain_tdai_recall._settings.base import ConfigModel, config_error
+from langchain_tdai_recall._settings.formation import (
     ExtractionConfig,
     PersonaConfig,
     PipelineConfig,
 )
-from langchain_tdai_recall._records import shown
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.types import LanguageSetting, OnError, Strategy
 

@@ -24,15 +24,15 @@ returns is therefore post-processed with a fixed, data-independent map:
    (`y = (x - mu) - ((x - mu) · d) d`),
 3. L2-normalise.
 
-`mu` is the mean embedding of the calibration sentences (`_calibration`: 136 generic chat
+`mu` is the mean embedding of the calibration sentences (`_embedding.calibration`: 136 generic chat
 sentences written for this package; for e5 each is embedded both as a query and as a passage).
 `d` is the normalised difference between the mean embedding of the English sentences and that of
 their Chinese translations. Step 1 removes the direction every sentence
 shares, which is what inflates raw cosines; step 2 removes most of the same-language bias (an
 English question otherwise prefers any English memory over the Chinese memory that answers it).
 The results are still plain unit vectors, so inner product = cosine and FAISS works unchanged.
-The sentences, the stored constants (float16, base64) and the map live in `_calibration`, whose
-`compute_calibration` reproduces the constants; a test checks that (run it with
+The sentences, the stored constants (float16, base64) and the map live in `_embedding.calibration`,
+whose `compute_calibration` reproduces the constants; a test checks that (run it with
 `TDAI_CHECK_CALIBRATION=1`). Changing the sentences, the recipe or the constants requires bumping
 `CALIBRATION_VERSION`, which changes `identity`, which makes stores re-embed.
 """
@@ -57,7 +57,7 @@ from typing import Any, Final, Literal, get_args
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from langchain_tdai_recall._calibration import (
+from langchain_tdai_recall._embedding.calibration import (
     Calibration,
     FloatArray,
     RawModel,
@@ -65,7 +65,7 @@ from langchain_tdai_recall._calibration import (
     load_calibration,
     normalise,
 )
-from langchain_tdai_recall._hash_embeddings import HashEmbeddings
+from langchain_tdai_recall._embedding.hashing import HashEmbeddings
 from langchain_tdai_recall.errors import ConfigError, EmbeddingError, MissingDependencyError
 
 __all__ = [
@@ -175,7 +175,7 @@ _MODELS: Final[dict[str, _ModelSpec]] = {
 
 _load_calibration: Final = load_calibration
 _compute_calibration: Final = compute_calibration
-"""Their names before the calibration moved to `_calibration` (tests and benchmarks use them)."""
+"""Their names before the calibration moved to `_embedding.calibration` (tests, benchmarks)."""
 
 
 def _check_model(model: object) -> _ModelSpec:

@@ -60,14 +60,14 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path
 
-from langchain_tdai_recall._memory_meta import check_metadata, expiry_after
-from langchain_tdai_recall._records import check_id
+from langchain_tdai_recall._exchange.metadata import check_metadata, expiry_after
+from langchain_tdai_recall._exchange.records import check_id
 from langchain_tdai_recall.errors import ConfigError, ScopeError, TdaiRecallError
 from langchain_tdai_recall.stores._index.extras import HIDDEN_KEY, MemoryFilter
 from langchain_tdai_recall.types import MEMORY_TYPES, MemoryRecord, MemoryType, Scope
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall._host import StoreHost
+    from langchain_tdai_recall._turn.host import StoreHost
     from langchain_tdai_recall.recall.hits import HitSearch
     from langchain_tdai_recall.stores.base import BaseMemoryStore
 
@@ -303,7 +303,7 @@ class TdaiStore(BaseStore):
     See the module docstring for how namespaces, values, search, filters and TTL map onto the
     memory. Every operation runs in one scope and sees only that scope.
 
-    It depends on the facade only through `_host.StoreHost` (public methods); `as_store` hands
+    It depends on the facade only through `_turn.host.StoreHost` (public methods); `as_store` hands
     it the memory's store and ranked search by name.
 
     Args:

@@ -66,7 +66,7 @@ from langchain_tdai_recall._turn import (
 from langchain_tdai_recall.errors import ConfigError
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall._host import MemoryHost
+    from langchain_tdai_recall._turn.host import MemoryHost
 
 __all__ = ["RecallChatModel", "RecallRunnable", "create_recall_runnable", "wrap_model"]
 

@@ -67,7 +67,7 @@ from langchain_tdai_recall.lcel import RecallChatModel, wrap_model
 from langchain_tdai_recall.tools import create_memory_tools
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall._host import MemoryHost
+    from langchain_tdai_recall._turn.host import MemoryHost
 
 __all__ = ["ExecutorMemory", "ExecutorTurn"]
 

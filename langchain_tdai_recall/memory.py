@@ -1,14 +1,15 @@
 """`TdaiMemory`: the public facade over the store, the recall engine and the integrations.
 
-The facade validates every call (`_records`), resolves its scope, and delegates: storage to a
-backend (`stores.base.BaseMemoryStore`: a local directory, or PostgreSQL, chosen by `_backend`),
-ranking to `recall` (searches as hits: `recall.hits`), vector upkeep to `_embedder.VectorUpkeep`,
-the capture of finished turns to `_writer.TurnWriter`, and memory formation (with a chat model)
-to `formation.scheduler.FormationScheduler` (started and run now through `formation.control`),
-which the writer notifies after each captured turn (`_after_capture`). It holds a lifecycle
-state that every public call checks: after `close()` each of them raises `StoreClosedError`;
-`_lifecycle` stops its background parts in order. Each `a*` twin is built from its sync method
-(`_async_api`). What stays here is the public API and its documentation, which `help()` shows.
+The facade validates every call (`_exchange.records`), resolves its scope, and delegates: storage to
+a backend (`stores.base.BaseMemoryStore`: a local directory, or PostgreSQL, chosen by
+`_facade.backend`), ranking to `recall` (searches as hits: `recall.hits`), vector upkeep to
+`_embedding.upkeep.VectorUpkeep`, the capture of finished turns to `_runtime.writer.TurnWriter`, and
+memory formation (with a chat model) to `formation.scheduler.FormationScheduler` (started and run
+now through `formation.control`), which the writer notifies after each captured turn
+(`_after_capture`). It holds a lifecycle state that every public call checks: after `close()` each
+of them raises `StoreClosedError`; `_facade.lifecycle` stops its background parts in order. Each
+`a*` twin is built from its sync method (`_runtime.async_api`). What stays here is the public API
+and its documentation, which `help()` shows.
 
 Writes never wait for the embedder: they are durable and keyword-searchable when they return,
 and vectors follow on a background thread. `close()` waits a bounded time (`close_timeout`,
@@ -32,13 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Self, cast
 
 from langchain_core.embeddings import Embeddings
 
-from langchain_tdai_recall._async_api import async_twin, in_thread
-from langchain_tdai_recall._backend import open_backend
-from langchain_tdai_recall._breaker import StoreBreaker
-from langchain_tdai_recall._failure import log_failure
-from langchain_tdai_recall._host import MemoryHost, StoreHost
-from langchain_tdai_recall._lifecycle import check_flag, check_timeout, shutdown, writer_callbacks
-from langchain_tdai_recall._memory_meta import (
+from langchain_tdai_recall._exchange.metadata import (
     ExpirySweeper,
     check_ttl,
     is_expired,
@@ -46,7 +41,7 @@ from langchain_tdai_recall._memory_meta import (
     states_expiry,
     with_expiry,
 )
-from langchain_tdai_recall._records import (
+from langchain_tdai_recall._exchange.records import (
     MAX_SQL_INT,
     TimeInput,
     check_int,
@@ -61,8 +56,19 @@ from langchain_tdai_recall._records import (
     shown,
     turn_records,
 )
-from langchain_tdai_recall._threads import DaemonExecutor
-from langchain_tdai_recall._writer import TurnWriter
+from langchain_tdai_recall._facade.backend import open_backend
+from langchain_tdai_recall._facade.lifecycle import (
+    check_flag,
+    check_timeout,
+    shutdown,
+    writer_callbacks,
+)
+from langchain_tdai_recall._runtime.async_api import async_twin, in_thread
+from langchain_tdai_recall._runtime.breaker import StoreBreaker
+from langchain_tdai_recall._runtime.failure import log_failure
+from langchain_tdai_recall._runtime.threads import DaemonExecutor
+from langchain_tdai_recall._runtime.writer import TurnWriter
+from langchain_tdai_recall._turn.host import MemoryHost, StoreHost
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
 from langchain_tdai_recall.recall.engine import RecallEngine, RecallRequest
@@ -95,7 +101,7 @@ if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
     from langgraph.store.base import IndexConfig, TTLConfig
 
-    from langchain_tdai_recall._embedder import VectorUpkeep
+    from langchain_tdai_recall._embedding.upkeep import VectorUpkeep
     from langchain_tdai_recall._turn import ToolBudget
     from langchain_tdai_recall.formation.manager import MemoryManager
     from langchain_tdai_recall.formation.report import ExtractionReport
@@ -187,7 +193,7 @@ class TdaiMemory:
         self._hits = HitSearch(store, self._searcher, config)
         self._upkeep: VectorUpkeep | None = None
         if embeddings is not None and store.embedder_id is not None and not store.read_only:
-            from langchain_tdai_recall._embedder import VectorUpkeep  # noqa: PLC0415
+            from langchain_tdai_recall._embedding.upkeep import VectorUpkeep  # noqa: PLC0415
 
             self._upkeep = VectorUpkeep(
                 store,
@@ -371,7 +377,7 @@ class TdaiMemory:
             )
             raise StoreClosedError(msg)
 
-    # -- for the adapters (the `MemoryHost` interface of `_host.py`) ---------------------------
+    # -- for the adapters (the `MemoryHost` interface of `_turn/host.py`) -----------------------
 
     def check_open(self) -> None:
         """Raise `StoreClosedError` if `close()` was called (for the package's adapters)."""
@@ -674,7 +680,7 @@ class TdaiMemory:
         )
         # exact duplicates (memory formation): records without an id never pile up
         dedupe = [not _has_explicit_id(r) for r in cast("list[object]", given)]
-        from langchain_tdai_recall._progress import progress  # noqa: PLC0415
+        from langchain_tdai_recall._runtime.progress import progress  # noqa: PLC0415
 
         stored: list[MemoryRecord] = []
         chunk = max(self.config.embedding.batch_size, 256)
@@ -1549,7 +1555,7 @@ class TdaiMemory:
         leases), this process's search indexes of the scope and their snapshot files. Captured
         turns still queued, the memory tool's background consolidations and a formation run of
         the scope are waited for first (at most `timeout` seconds), so none of them writes the
-        scope again afterwards (see `_forget`). Another process sees the erasure at its next
+        scope again afterwards (see `_facade.forget`). Another process sees the erasure at its next
         call; a new process finds nothing.
 
         Returns:
@@ -1578,7 +1584,7 @@ class TdaiMemory:
         scopes = [scope]
         if all_agents:
             scopes += [s for s in self._store.user_scopes(scope.user_id) if s != scope]
-        from langchain_tdai_recall._forget import erase_scopes  # noqa: PLC0415
+        from langchain_tdai_recall._facade.forget import erase_scopes  # noqa: PLC0415
 
         return erase_scopes(
             self._store,
@@ -1655,7 +1661,7 @@ class TdaiMemory:
             self._wake_upkeep()  # the messages after a deleted one wait for a new vector
         return deleted
 
-    # -- async twins: each runs its sync version on a worker thread (`_async_api`) ------------
+    # -- async twins: each runs its sync version on a worker thread (`_runtime.async_api`) ----
 
     aadd_memory = async_twin(add_memory)
     aadd_memories = async_twin(add_memories)

@@ -55,7 +55,7 @@ from langchain_tdai_recall.tools import create_memory_tools, search_budget
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
-    from langchain_tdai_recall._host import MemoryHost
+    from langchain_tdai_recall._turn.host import MemoryHost
 
 __all__ = [
     "TURN_EVENT",

@@ -30,9 +30,9 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from pydantic import ConfigDict, PrivateAttr
 from typing_extensions import override
 
-from langchain_tdai_recall._host import MemoryHost
-from langchain_tdai_recall._recall_run import hit_document
 from langchain_tdai_recall._turn import ScopeResolver
+from langchain_tdai_recall._turn.host import MemoryHost
+from langchain_tdai_recall._turn.run import hit_document
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.types import Scope
 

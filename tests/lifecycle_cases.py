@@ -196,7 +196,7 @@ def check_metadata_is_validated(mem: TdaiMemory) -> None:
 
 def check_jsonl_round_trip(mem: TdaiMemory, other: TdaiMemory) -> None:
     """A JSONL export keeps metadata and expiry; importing it restores both."""
-    from langchain_tdai_recall import _jsonl
+    from langchain_tdai_recall._exchange import jsonl as _jsonl
 
     rec = mem.add_memory(
         "Keeps its fields.", metadata={"k": "v", "n": [1, 2]}, expires_at="2099-01-01T00:00:00Z"

@@ -354,13 +354,18 @@ def _reader(url: str, scopes: int, seconds: float, seed: int, sync: tuple[Any, .
     out.put({"latencies": lat, "fresh": fresh, "checked": checked, "misses": misses[:20]})
 
 
-def _writer(url: str, scopes: int, seconds: float, acked: Any, out: Any) -> None:
+def _writer(url: str, scopes: int, seconds: float, sync: tuple[Any, Any, Any, Any]) -> None:
     from langchain_tdai_recall.memory import TdaiMemory
 
+    acked, ready, go, out = sync
     emb = PrecomputedEmbeddings(DIM)
     n = 0
     lat: list[float] = []
     with TdaiMemory.open(url, embeddings=emb, config=CONFIG) as memory:
+        with ready.get_lock():
+            ready.value += 1
+        while not go.value:  # the readers' timed window and the writes start together
+            time.sleep(0.01)
         stop = time.monotonic() + seconds
         started = time.monotonic()
         while time.monotonic() < stop:
@@ -410,9 +415,16 @@ def processes(
             msg = "the reader processes did not get ready"
             raise RuntimeError(msg)
         time.sleep(0.1)
-    load_before = _loadavg()
-    writer = ctx.Process(target=_writer, args=(url, scopes, seconds, acked, out))
+    # the writer opens its store (a spawned process imports the package: seconds on a busy
+    # machine) before anyone's clock starts, so every reader's window sees writes to check
+    writer = ctx.Process(target=_writer, args=(url, scopes, seconds, (acked, ready, go, out)))
     writer.start()
+    while ready.value < readers + 1:
+        if time.monotonic() > deadline or not writer.is_alive():
+            msg = "the writer process did not get ready"
+            raise RuntimeError(msg)
+        time.sleep(0.05)
+    load_before = _loadavg()
     go.value = 1
     results = [out.get(timeout=seconds + 600) for _ in range(readers + 1)]
     for w in [*workers, writer]:

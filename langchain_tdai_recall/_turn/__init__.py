@@ -11,7 +11,7 @@ sync and async paths, and one adapter and another, cannot drift apart:
 3. **Recall** (`run_recall` / `arun_recall` -> `RecallOutcome`) and **injection**
    (`inject_recall`, `inject_messages`): the same bytes for every model call of the turn,
    reused through a per-run `TurnCache`, never written to agent state. Callback handlers see
-   every recall as a child retriever run named `tdai_recall` (`_recall_run`).
+   every recall as a child retriever run named `tdai_recall` (`_turn.run`).
 4. **The per-turn budgets** of the capped tools: the two search tools share one cap, the
    optional `tdai_manage_memory` (memory formation) has its own, counted the same way.
    `StateBudget` decides from the conversation (inside a graph), `ToolBudget` is an explicit
@@ -21,8 +21,8 @@ sync and async paths, and one adapter and another, cannot drift apart:
    `TdaiMemory._after_capture` once the turn is stored, which counts it for memory formation.
 6. **Reporting** (`turn_event` -> `TurnEvent`): the `tdai_agent_turn` payload.
 
-Failures follow the package's one failure policy (`_failure.report_failure`, re-exported here):
-a bad scope always raises; a failed recall or tool call never ends a turn unless
+Failures follow the package's one failure policy (`_runtime.failure.report_failure`,
+re-exported here): a bad scope always raises; a failed recall or tool call never ends a turn unless
 `recall.on_error="raise"`, and capture and reporting never do; warnings name the failing step
 and the exception type, never its message. This package imports `langchain_core` only (no
 `langchain.agents`, no `langgraph`), so the chain adapters stay light.
@@ -34,7 +34,7 @@ face re-exports every name, so the adapters import from `langchain_tdai_recall._
 
 from __future__ import annotations
 
-from langchain_tdai_recall._failure import report_failure
+from langchain_tdai_recall._runtime.failure import report_failure
 from langchain_tdai_recall._turn.budget import (
     BUDGET_EXHAUSTED_MESSAGE,
     CAPPED_TOOL_NAMES,

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-from langchain_tdai_recall._records import check_id
+from langchain_tdai_recall._exchange.records import check_id
 from langchain_tdai_recall.errors import ConfigError, ScopeError
 from langchain_tdai_recall.types import Scope
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall._host import MemoryHost
+    from langchain_tdai_recall._turn.host import MemoryHost
 
 __all__ = ["DEFAULT_SESSION_KEY", "ScopeResolver", "ScopeSource", "TurnIdentity"]
 

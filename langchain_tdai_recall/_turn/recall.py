@@ -1,7 +1,7 @@
 """Recall for one turn under the failure policy, and the per-run cache that reuses it.
 
 `run_recall` / `arun_recall` call the memory's recall, report it as the `tdai_recall` retriever
-run (`_recall_run`) and turn a failure into an empty `RecallOutcome` (`_failure`); `TurnCache`
+run (`_turn.run`) and turn a failure into an empty `RecallOutcome` (`_runtime.failure`); `TurnCache`
 keeps per-run values outside the agent state, bounded.
 """
 
@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 
-from langchain_tdai_recall._failure import report_failure
-from langchain_tdai_recall._recall_run import (
+from langchain_tdai_recall._runtime.failure import report_failure
+from langchain_tdai_recall._turn.identity import TurnIdentity
+from langchain_tdai_recall._turn.run import (
     afinish_recall_run,
     astart_recall_run,
     finish_recall_run,
     recall_failure,
     start_recall_run,
 )
-from langchain_tdai_recall._turn.identity import TurnIdentity
 from langchain_tdai_recall.types import RecallResult
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall._host import MemoryHost
+    from langchain_tdai_recall._turn.host import MemoryHost
 
 __all__ = ["RecallOutcome", "TurnCache", "TurnRecall", "arun_recall", "run_recall"]
 
@@ -87,7 +87,7 @@ def run_recall(
     `system_prompt` is the app's own system prompt (the language signal of the system context);
     `tools_guide` says whether the model has the memory tools. Callback handlers of the run
     (`config`, else the current run's) see the recall as a child retriever run named
-    `tdai_recall` with the injected memories as documents (`langchain_tdai_recall._recall_run`).
+    `tdai_recall` with the injected memories as documents (`langchain_tdai_recall._turn.run`).
     """
     scope = identity.scope
     run = start_recall_run(text, scope, identity.session_key, config)

@@ -3,7 +3,7 @@
 `capture_turn` hands the turn's human text and final answer to the store's background writer
 (the one capture path of every adapter; the writer then counts the turn for memory formation).
 `turn_event` builds the payload, `emit_turn` / `aemit_turn` dispatch it and call `on_turn`;
-neither capture nor reporting ever ends a turn (`_failure`).
+neither capture nor reporting ever ends a turn (`_runtime.failure`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Final, TypedDict
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 
-from langchain_tdai_recall._failure import report_failure
+from langchain_tdai_recall._runtime.failure import report_failure
 from langchain_tdai_recall._turn.identity import TurnIdentity
 from langchain_tdai_recall._turn.recall import RecallOutcome
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall._host import MemoryHost
+    from langchain_tdai_recall._turn.host import MemoryHost
 
 __all__ = [
     "TURN_EVENT",

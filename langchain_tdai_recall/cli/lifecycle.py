@@ -2,13 +2,13 @@
 
 - `forget`: everything of the `--user`/`--agent` scope, or of every scope of the user with
   `--all-agents` (`TdaiMemory.forget`). On a terminal it asks first unless `--yes` is given;
-  it prints what was erased.
+  without a terminal it refuses unless `--yes` is given; it prints what was erased.
 - `messages list`: the scope's messages (optionally one `--session`), in the order stored.
 - `messages export`: the same as JSON Lines message lines, which `import-jsonl` reads back
   (`export --messages` writes them with the memories); without `--user`/`--agent`, those of
   every scope, as `export` does.
-- `messages delete`: messages by id, or a whole `--session` (asks on a terminal, like
-  `forget`).
+- `messages delete`: messages by id, or a whole `--session` (asks on a terminal and refuses
+  without one unless `--yes`, like `forget`).
 """
 
 from __future__ import annotations
@@ -34,10 +34,24 @@ PAGE: Final = 1000
 """Messages read per call."""
 
 
-def _confirm(args: argparse.Namespace, question: str) -> bool:
-    """Ask on a terminal unless `--yes`; without a terminal the command goes ahead."""
-    if args.yes or not sys.stdin.isatty():
+def _confirm(args: argparse.Namespace, question: str, *, command: str) -> bool:
+    """Ask on a terminal unless `--yes`; without a terminal and without `--yes`, refuse.
+
+    A script that forgot the flag must not erase anything (the convention of `apt-get -y` and
+    `terraform -auto-approve`): with standard input not a terminal there is nobody to ask, so
+    the command stops with a usage error naming the flag.
+
+    Raises:
+        UsageError: Standard input is not a terminal and `--yes` was not given.
+    """
+    if args.yes:
         return True
+    if not sys.stdin.isatty():
+        msg = (
+            f"refusing to erase without confirmation: standard input is not a terminal; "
+            f"pass --yes (-y) to run '{command}' from a script"
+        )
+        raise UsageError(msg)
     sys.stderr.write(f"{question} [y/N] ")
     sys.stderr.flush()
     answer = sys.stdin.readline().strip().lower()
@@ -82,7 +96,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     with open_existing(args, write=True) as memory:
         scope = memory.scope(args.user, args.agent)
         who = _who(scope.user_id, scope.agent_id, all_agents=args.all_agents)
-        if not _confirm(args, f"Erase everything of {who} in {memory.location}?"):
+        if not _confirm(args, f"Erase everything of {who} in {memory.location}?", command="forget"):
             print("nothing was erased")
             return 1
         report = memory.forget(
@@ -99,7 +113,7 @@ def message_lines(
     memory: TdaiMemory, user: str, agent: str | None, session: str | None
 ) -> Iterator[str]:
     """The JSON Lines `message` lines of a scope (optionally one session), in stored order."""
-    from langchain_tdai_recall import _jsonl  # noqa: PLC0415
+    from langchain_tdai_recall._exchange import jsonl as _jsonl  # noqa: PLC0415
 
     offset = 0
     while True:
@@ -151,7 +165,7 @@ def cmd_messages(args: argparse.Namespace) -> int:
 def _export(
     args: argparse.Namespace, memory: TdaiMemory, scopes: list[tuple[str, str | None]]
 ) -> int:
-    from langchain_tdai_recall import _jsonl  # noqa: PLC0415
+    from langchain_tdai_recall._exchange import jsonl as _jsonl  # noqa: PLC0415
 
     lines = (
         line for user, agent in scopes for line in message_lines(memory, user, agent, args.session)
@@ -191,7 +205,8 @@ def _delete(args: argparse.Namespace) -> int:
             if args.session is not None
             else f"{len(args.ids)} message(s)"
         )
-        if not _confirm(args, f"Delete {what} of {_who(scope.user_id, scope.agent_id)}?"):
+        question = f"Delete {what} of {_who(scope.user_id, scope.agent_id)}?"
+        if not _confirm(args, question, command="messages delete"):
             print("nothing was deleted")
             return 1
         deleted = memory.delete_messages(

@@ -271,7 +271,12 @@ def _add_lifecycle_commands(command: Callable[..., Any]) -> None:
         action="store_true",
         help="erase every scope of the user: the shared memory and every agent's",
     )
-    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="erase without asking (required when standard input is not a terminal)",
+    )
 
     p = command(
         "messages",
@@ -285,7 +290,12 @@ def _add_lifecycle_commands(command: Callable[..., Any]) -> None:
     p.add_argument("--limit", type=_count, help="with 'list': at most this many")
     p.add_argument("--offset", type=_count, default=0, help="with 'list': skip this many first")
     p.add_argument("-o", "--output", metavar="FILE", default="-", help="with 'export': output file")
-    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="erase without asking (required when standard input is not a terminal)",
+    )
 
 
 def _add_extract_command(command: Callable[..., Any]) -> None:

@@ -1,6 +1,6 @@
 """Moving memories in and out of a store.
 
-`export` and `import-jsonl` (the JSON Lines format of `_jsonl`, read back losslessly) and
+`export` and `import-jsonl` (the JSON Lines format of `_exchange.jsonl`, read back losslessly) and
 `import-upstream` (the original plugin's data directory).
 
 `import-jsonl` checks every line against a throw-away in-memory store first, so a bad line
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Iterator, Sequence
 
-    from langchain_tdai_recall._jsonl import Item
+    from langchain_tdai_recall._exchange.jsonl import Item
     from langchain_tdai_recall.memory import TdaiMemory
     from langchain_tdai_recall.types import MemoryRecord, SceneBlock
 
@@ -56,8 +56,8 @@ def cmd_import_upstream(args: argparse.Namespace) -> int:
 def _export_lines(
     memory: TdaiMemory, args: argparse.Namespace, counts: dict[str, int]
 ) -> Iterator[str]:
-    from langchain_tdai_recall import _jsonl  # noqa: PLC0415
-    from langchain_tdai_recall._progress import progress  # noqa: PLC0415
+    from langchain_tdai_recall._exchange import jsonl as _jsonl  # noqa: PLC0415
+    from langchain_tdai_recall._runtime.progress import progress  # noqa: PLC0415
 
     if args.user is not None or args.agent is not None:
         scopes = [(s.user_id, s.agent_id) for s in [memory.scope(args.user, args.agent)]]
@@ -92,7 +92,7 @@ def _scope_extras(
     counts: dict[str, int],
 ) -> Iterator[str]:
     """A scope's persona, scenes and messages, as `export`'s flags ask."""
-    from langchain_tdai_recall import _jsonl  # noqa: PLC0415
+    from langchain_tdai_recall._exchange import jsonl as _jsonl  # noqa: PLC0415
 
     if args.persona:
         text = memory.get_persona(user_id=user, agent_id=agent)
@@ -143,7 +143,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _read_items(name: str) -> list[Item]:
-    from langchain_tdai_recall._jsonl import parse_lines  # noqa: PLC0415
+    from langchain_tdai_recall._exchange.jsonl import parse_lines  # noqa: PLC0415
 
     if name == "-":
         return list(parse_lines(sys.stdin))
@@ -251,7 +251,7 @@ def _check_items(
     items: Sequence[Item], scope: Callable[[Item], tuple[str | None, str | None]]
 ) -> None:
     """Write everything to a throw-away in-memory store first, naming the first bad line."""
-    from langchain_tdai_recall._jsonl import JsonlError  # noqa: PLC0415
+    from langchain_tdai_recall._exchange.jsonl import JsonlError  # noqa: PLC0415
     from langchain_tdai_recall.memory import TdaiMemory  # noqa: PLC0415
 
     with TdaiMemory.open(None, embeddings=None) as scratch:
@@ -270,7 +270,7 @@ def _check_items(
 
 def cmd_import_jsonl(args: argparse.Namespace) -> int:
     """`import-jsonl`: a JSON Lines file; nothing is written unless every line is valid."""
-    from langchain_tdai_recall._progress import progress  # noqa: PLC0415
+    from langchain_tdai_recall._runtime.progress import progress  # noqa: PLC0415
 
     started = time.perf_counter()
     items = _read_items(args.file)

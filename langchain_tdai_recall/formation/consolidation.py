@@ -72,7 +72,7 @@ _ELLIPSIS: Final = "…"
 
 Embed = Callable[[list[str]], "npt.NDArray[np.float32] | None"]
 """Embeds texts with the store's embedder: L2-normalised rows, all zero where unusable, or
-`None` when the embedder failed (`_embedder.VectorUpkeep.embed_texts`)."""
+`None` when the embedder failed (`_embedding.upkeep.VectorUpkeep.embed_texts`)."""
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from langchain_tdai_recall._progress import progress
+from langchain_tdai_recall._runtime.progress import progress
 from langchain_tdai_recall.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.runnables import RunnableConfig
 
-    from langchain_tdai_recall._embedder import VectorUpkeep
+    from langchain_tdai_recall._embedding.upkeep import VectorUpkeep
     from langchain_tdai_recall.config import TdaiConfig
     from langchain_tdai_recall.formation.report import ExtractionReport
     from langchain_tdai_recall.formation.scheduler import FormationScheduler

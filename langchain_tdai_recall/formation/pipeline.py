@@ -8,7 +8,7 @@ window fails:
    window too big for the model's output limit is split instead of failing forever);
 2. ask the model for memories (`extraction`), validate them;
 3. plan the writes against the scope's memories (`consolidation`), embed their texts (with the
-   store's embedder, through `_embedder.VectorUpkeep.embed_texts`; a text that could not be
+   store's embedder, through `_embedding.upkeep.VectorUpkeep.embed_texts`; a text that could not be
    embedded is stored without a vector and the upkeep embeds it later);
 4. commit the writes and move the cursor in one transaction, provided the lease is still ours
    and the cursor has not moved.
@@ -69,7 +69,7 @@ from langchain_tdai_recall.stores.formation import (
 from langchain_tdai_recall.types import Scope
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall._embedder import VectorUpkeep
+    from langchain_tdai_recall._embedding.upkeep import VectorUpkeep
 
 __all__ = ["FormationEngine", "RunRequest", "RunResult", "log_reason", "zone_name"]
 

@@ -4,7 +4,7 @@ Recall runs on a worker thread and the caller waits at most `recall.timeout_ms` 
 and async use alike. Past the deadline the caller gets `None` (nothing is injected) and one
 WARNING; the late result is discarded. A backend failure is handled the same way unless
 `recall.on_error="raise"`, and a failed reranker leaves the fused order: the package's one
-failure policy (`_failure`) decides and logs both.
+failure policy (`_runtime.failure`) decides and logs both.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from langchain_tdai_recall._failure import log_failure, report_failure, report_timeout
+from langchain_tdai_recall._runtime.failure import log_failure, report_failure, report_timeout
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.recall.gate import injected
 from langchain_tdai_recall.recall.prompt import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal, cast
 
-from langchain_tdai_recall._records import check_int, clean_text, shown
+from langchain_tdai_recall._exchange.records import check_int, clean_text, shown
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.recall.search import RankedHit, Searcher

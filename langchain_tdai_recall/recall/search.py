@@ -51,7 +51,7 @@ import numpy as np
 import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
-from langchain_tdai_recall._threads import DaemonExecutor
+from langchain_tdai_recall._runtime.threads import DaemonExecutor
 from langchain_tdai_recall.stores._index.extras import MemoryFilter
 from langchain_tdai_recall.stores._index.keyword import KeywordHits
 from langchain_tdai_recall.stores._index.layer import LayerIndex

@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Final
 
-from langchain_tdai_recall._progress import progress
+from langchain_tdai_recall._runtime.progress import progress
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.stores.base import LAYERS, BaseMemoryStore
 from langchain_tdai_recall.types import Scope

@@ -1,7 +1,7 @@
 """Deterministic, offline embedders for tests: a hash embedder and wrappers that are slow or fail.
 
 `HashEmbeddings` makes texts that share words or CJK characters similar, so keyword-ish
-semantics work without a model download (it is defined in `_hash_embeddings`, below
+semantics work without a model download (it is defined in `_embedding.hashing`, below
 `embeddings`, which rebuilds it from a store's recorded identity); the wrappers exercise
 timeouts and degradation.
 """
@@ -12,7 +12,7 @@ import time
 
 from langchain_core.embeddings import Embeddings
 
-from langchain_tdai_recall._hash_embeddings import HashEmbeddings
+from langchain_tdai_recall._embedding.hashing import HashEmbeddings
 
 __all__ = ["FailingEmbeddings", "HashEmbeddings", "SlowEmbeddings"]
 

@@ -5,12 +5,12 @@ pgvector extension, no system packages needed. The server listens on a unix sock
 fresh data directory (on `/dev/shm` when it is writable, so `initdb` takes about half a second)
 with durability switched off (`fsync=off`): it is for tests, never for data you want to keep.
 
-PostgreSQL refuses to run as root. When this process is root, the server runs as an
-unprivileged system user (`tdaipg`, created on first use); when that user cannot reach the
-wheel's files (a virtual environment under `/root`), the binaries are copied, with their layout,
-to a directory it can read. `pgserver`'s own Python API is not used: importing it touches
-`$XDG_RUNTIME_DIR` (a warning when it is unset) and, as root, opens up the permissions of every
-parent directory of the data and of the environment.
+PostgreSQL refuses to run as root. When this process is root, the server runs as an unprivileged
+system user (`tdaipg`, created on first use after a notice on standard error, and reused
+afterwards); when that user cannot reach the wheel's files (a virtual environment under `/root`),
+the binaries are copied, with their layout, to `/opt/tdai-pg-bin` (also announced). `pgserver`'s own
+Python API is not used: importing it touches `$XDG_RUNTIME_DIR` (a warning when it is unset) and, as
+root, opens up the permissions of every parent directory of the data and of the environment.
 
 Usage::
 
@@ -45,7 +45,7 @@ from types import FrameType, TracebackType
 from typing import Final, Self
 from urllib.parse import quote
 
-from langchain_tdai_recall._process import pid_alive
+from langchain_tdai_recall._runtime.process import pid_alive
 
 __all__ = ["TemporaryPostgres", "TemporaryPostgresError", "bundled_binaries"]
 
@@ -57,6 +57,13 @@ PREFIX: Final = "tdai-pg."
 """Name prefix of the data directories (stale ones are removed on start)."""
 COPY_DIR: Final = Path("/opt/tdai-pg-bin")
 """Where the binaries are copied when the server user cannot reach the installed wheel."""
+CREATE_USER_NOTICE: Final = (
+    f"langchain_tdai_recall.testing.postgres: running as root, and PostgreSQL refuses to run as "
+    f"root: creating the system user {OS_USER!r} (useradd --system --no-create-home --shell "
+    f"/bin/false {OS_USER}) to run the throw-away test server; later runs reuse it (remove with: "
+    f"userdel {OS_USER})"
+)
+"""Said on standard error (and logged) before the server's system user is created."""
 PORT: Final = 5432
 """Socket number (the socket is `<data dir>/.s.PGSQL.5432`; no TCP port is opened)."""
 SETTINGS: Final[dict[str, str]] = {
@@ -197,9 +204,18 @@ class TemporaryPostgres:
         return str(done.stdout)
 
     def _ensure_user(self) -> None:
+        """Reuse the server's system user, or create it after saying so on standard error.
+
+        Creating an operating-system account changes the machine (`/etc/passwd`), so it is never
+        silent: the notice names the account, the command and how to remove it, before
+        `useradd` runs. Later runs find the account and reuse it.
+        """
         try:
             pwd.getpwnam(OS_USER)
         except KeyError:
+            sys.stderr.write(CREATE_USER_NOTICE + "\n")
+            sys.stderr.flush()
+            logger.warning("%s", CREATE_USER_NOTICE)
             try:
                 command = ["useradd", "--system", "--no-create-home", "--shell", "/bin/false"]
                 subprocess.run(
@@ -233,7 +249,14 @@ class TemporaryPostgres:
         site = self.bin.parents[2]
         target = COPY_DIR / "pgserver" / "pginstall" / "bin"
         if not (target / "postgres").exists():
-            logger.info("copying the PostgreSQL binaries to %s for user %s", COPY_DIR, OS_USER)
+            notice = (
+                f"langchain_tdai_recall.testing.postgres: copying the PostgreSQL binaries to "
+                f"{COPY_DIR}, where the system user {OS_USER!r} can run them (reused by later "
+                f"runs; remove with: rm -r {COPY_DIR})"
+            )
+            sys.stderr.write(notice + "\n")
+            sys.stderr.flush()
+            logger.warning("%s", notice)
             (COPY_DIR / "pgserver").mkdir(parents=True, exist_ok=True)
             shutil.copytree(
                 site / "pgserver" / "pginstall",

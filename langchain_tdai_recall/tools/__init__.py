@@ -3,7 +3,7 @@
 With `tools.manage_memory` set, the optional `tdai_manage_memory` comes fourth. A thin adapter
 over `langchain_tdai_recall._turn`: scope resolution, the per-turn budgets and the failure policy
 live there. The package holds what the model sees (names, descriptions, argument schemas, result
-text) and bridges LangChain's `BaseTool` to the memory (`_host.MemoryHost`): `_base` the shared
+text) and bridges LangChain's `BaseTool` to the memory (`_turn.host.MemoryHost`): `_base` the shared
 plumbing and drivers, `search` the three search tools, `manage` the memory tool. This module
 builds them (`create_memory_tools`) and keeps every name importable from here.
 
@@ -76,7 +76,7 @@ from langchain_tdai_recall.tools.search import (
 )
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall._host import MemoryHost
+    from langchain_tdai_recall._turn.host import MemoryHost
 
 
 __all__ = [

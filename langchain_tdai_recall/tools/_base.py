@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationErr
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import override
 
-from langchain_tdai_recall._breaker import StoreBreaker
+from langchain_tdai_recall._runtime.breaker import StoreBreaker
 from langchain_tdai_recall._turn import (
     BUDGET_EXHAUSTED_MESSAGE,
     TOOL_FAILED_MESSAGE,

@@ -44,7 +44,7 @@ from langchain_tdai_recall.tools._base import (
 )
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall._host import MemoryHost
+    from langchain_tdai_recall._turn.host import MemoryHost
 
 __all__ = [
     "MANAGE_MEMORY_TOOL",

@@ -25,7 +25,7 @@ from pydantic import (
 )
 from typing_extensions import override
 
-from langchain_tdai_recall._memory_meta import memory_filter, time_bound
+from langchain_tdai_recall._exchange.metadata import memory_filter, time_bound
 from langchain_tdai_recall._turn import (
     CONVERSATION_SEARCH_TOOL,
     MEMORY_SEARCH_TOOL,

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from langchain_tdai_recall._progress import progress
+from langchain_tdai_recall._runtime.progress import progress
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.types import ImportReport
 from langchain_tdai_recall.upstream.reader import read_upstream

@@ -56,7 +56,7 @@ def test_forget_erases_the_scope_and_prints_the_report(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     _fill(tmp_path / "s")
-    code, out, _ = run(capsys, *_store(tmp_path), "forget", "--user", "u")
+    code, out, _ = run(capsys, *_store(tmp_path), "forget", "--user", "u", "--yes")
     assert code == 0
     assert "user 'u' (shared memory): 1 memories" in out and "3 messages" in out
     assert "erased 1 scope(s)" in out
@@ -69,7 +69,9 @@ def test_forget_erases_the_scope_and_prints_the_report(
 
 def test_forget_all_agents_as_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     _fill(tmp_path / "s")
-    code, out, _ = run(capsys, *_store(tmp_path), "--json", "forget", "--user", "u", "--all-agents")
+    code, out, _ = run(
+        capsys, *_store(tmp_path), "--json", "forget", "--user", "u", "--all-agents", "-y"
+    )
     assert code == 0
     report = json.loads(out)
     assert report["all_agents"] is True
@@ -97,6 +99,36 @@ def test_forget_asks_on_a_terminal(
     monkeypatch.setattr("sys.stdin", _Terminal(""))  # --yes: no question at all
     code, _, err = run(capsys, *_store(tmp_path), "forget", "--user", "u", "--agent", "bot", "-y")
     assert code == 0 and "Erase" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("forget", "--user", "u"),
+        ("forget", "--user", "u", "--all-agents"),
+        ("messages", "delete", "--session", "s1", "--user", "u"),
+        ("messages", "delete", "h-None", "--user", "u"),
+    ],
+    ids=["forget", "forget-all-agents", "delete-session", "delete-ids"],
+)
+def test_destructive_commands_refuse_without_yes_when_not_on_a_terminal(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: tuple[str, ...],
+) -> None:
+    _fill(tmp_path / "s")
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))  # a pipe, as from a script: not a tty
+    code, out, err = run(capsys, *_store(tmp_path), *argv)
+    assert code == 1
+    assert "--yes" in err and "not a terminal" in err and err.count("\n") == 1
+    assert "Traceback" not in err and "erased" not in out and "deleted" not in out
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
+        assert len(memory.list_memories(user_id="u")) == 1
+        assert len(memory.list_memories(user_id="u", agent_id="bot")) == 1
+        assert len(memory.list_messages(user_id="u")) == 3
+    code, out, _ = run(capsys, *_store(tmp_path), *argv, "--yes")
+    assert code == 0
 
 
 def test_forget_refuses_agent_with_all_agents_and_a_missing_store(
@@ -146,9 +178,9 @@ def test_messages_list_export_and_delete(
     )
     assert code == 0 and "deleted 1 message(s)" in out
     code, out, _ = run(
-        capsys, *_store(tmp_path), "messages", "delete", "--session", "s2", "--user", "u"
+        capsys, *_store(tmp_path), "messages", "delete", "--session", "s2", "--user", "u", "-y"
     )
-    assert code == 0 and "deleted 1 message(s)" in out  # no terminal: no question
+    assert code == 0 and "deleted 1 message(s)" in out
     with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as memory:
         assert [m.id for m in memory.list_messages(user_id="u")] == ["a-None"]
         assert len(memory.list_messages(user_id="u", agent_id="bot")) == 2

@@ -1,4 +1,4 @@
-"""The one failure policy (`_failure`): what is raised, what degrades, and what is logged where."""
+"""The one failure policy (`_runtime.failure`): what is raised, what degrades, what is logged."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from langchain_tdai_recall import TdaiMemory
-from langchain_tdai_recall._failure import log_failure, report_failure, report_timeout
+from langchain_tdai_recall._runtime.failure import log_failure, report_failure, report_timeout
 from langchain_tdai_recall._turn import TurnIdentity, capture_turn
 from langchain_tdai_recall.errors import RecallTimeoutError, ScopeError
 from langchain_tdai_recall.testing import HashEmbeddings
 from langchain_tdai_recall.types import Scope
 
 _SECRET = "/stores/users/alice-private/persona.md"
-_POLICY_LOGGER = "langchain_tdai_recall._failure"
+_POLICY_LOGGER = "langchain_tdai_recall._runtime.failure"
 
 
 def _loud(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -85,3 +85,69 @@ def test_the_walk_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
     assert [n for n in names if _private_to(n, BACKENDS[1])] == [
         "langchain_tdai_recall.stores.postgres._records"
     ]
+
+
+# -- the package root shows its rooms (issue 25) ----------------------------------------------
+
+#: The private packages of the root, each about one concern, and the only first-party modules
+#: each may import (besides itself). `None`: no rule beyond the floors of the import graph.
+PRIVATE_ROOMS: dict[str, tuple[str, ...] | None] = {
+    "_runtime": ("langchain_tdai_recall.errors", "langchain_tdai_recall.types"),
+    "_settings": (
+        "langchain_tdai_recall.errors",
+        "langchain_tdai_recall._exchange",
+    ),
+    "_embedding": (
+        "langchain_tdai_recall.errors",
+        "langchain_tdai_recall._runtime",
+        "langchain_tdai_recall.stores",
+    ),
+    "_exchange": (
+        "langchain_tdai_recall.errors",
+        "langchain_tdai_recall.types",
+        "langchain_tdai_recall.text",
+        "langchain_tdai_recall.stores",
+    ),
+    "_facade": None,
+    "_turn": None,
+}
+
+
+def test_the_package_root_holds_public_modules_and_private_packages_only() -> None:
+    private_modules = sorted(
+        p.name for p in PACKAGE.glob("_*.py") if p.name not in ("__init__.py", "__main__.py")
+    )
+    assert private_modules == []
+    private_packages = sorted(
+        p.name
+        for p in PACKAGE.iterdir()
+        if p.is_dir() and p.name.startswith("_") and p.name != "__pycache__"
+    )
+    assert private_packages == sorted(PRIVATE_ROOMS)
+
+
+@pytest.mark.parametrize("room", [r for r, allowed in PRIVATE_ROOMS.items() if allowed])
+def test_a_private_room_imports_only_what_it_stands_on(room: str) -> None:
+    allowed = (*(PRIVATE_ROOMS[room] or ()), f"langchain_tdai_recall.{room}")
+    for path in sorted((PACKAGE / room).rglob("*.py")):
+        module = _module_name(path)
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        first_party = {n for n in _imports(path, package) if n.startswith("langchain_tdai_recall.")}
+        outside = sorted(
+            n for n in first_party if not any(n == a or n.startswith(a + ".") for a in allowed)
+        )
+        assert not outside, f"{module} imports {outside}; {room}/ may import only {allowed}"
+
+
+def test_only_the_facade_imports_its_parts() -> None:
+    for path in SOURCES:
+        module = _module_name(path)
+        if module in ("langchain_tdai_recall.memory",) or module.startswith(
+            "langchain_tdai_recall._facade"
+        ):
+            continue
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        reached = [
+            n for n in _imports(path, package) if n.startswith("langchain_tdai_recall._facade")
+        ]
+        assert not reached, f"{module} imports the facade's parts {reached}; only memory.py may"

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from langchain_tdai_recall._process import pid_alive
+from langchain_tdai_recall._runtime.process import pid_alive
 
 
 def test_this_process_is_alive_and_a_finished_child_is_not() -> None:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from langchain_tdai_recall._progress import progress
+from langchain_tdai_recall._runtime.progress import progress
 
 
 class _Tty(io.StringIO):

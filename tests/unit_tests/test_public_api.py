@@ -218,7 +218,7 @@ def test_opening_a_memory_without_a_chat_model_loads_no_formation_pipeline() -> 
     # on every open)
     code = (
         "import sys; from langchain_tdai_recall import TdaiMemory;"
-        "from langchain_tdai_recall._hash_embeddings import HashEmbeddings;"
+        "from langchain_tdai_recall._embedding.hashing import HashEmbeddings;"
         "m = TdaiMemory.open(embeddings=HashEmbeddings(dims=16)); m.close();"
         "heavy = ('langchain_core.language_models.chat_models',"
         " 'langchain_tdai_recall.formation.pipeline', 'langchain_tdai_recall.formation._llm');"

@@ -33,6 +33,9 @@ PRINTS = {
     "Retriever: `memory.as_retriever()`": (
         "Prefers window seats on long flights True persona\nA window seat."
     ),
+    "Combining retrievers: `EnsembleRetriever`": (
+        "Prefers window seats on long flights\nSeats can be changed up to 24 hours"
+    ),
     "Legacy `AgentExecutor` (the `classic` extra)": "A window seat.",
     "Observability: the `tdai_agent_turn` event": "'user_id': 'alice'",
     "Memory formation": "I'm vegetarian and I live in Lyon.",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from langchain_tdai_recall._process import pid_alive
+from langchain_tdai_recall._runtime.process import pid_alive
 from langchain_tdai_recall.stores._sql.dialect import utc_now
 from langchain_tdai_recall.stores.formation import (
     BaseFormationState,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import unquote
 
-from langchain_tdai_recall._process import pid_alive
+from langchain_tdai_recall._runtime.process import pid_alive
 from langchain_tdai_recall.errors import (
     StoreError,
     StoreReadOnlyError,

@@ -1,4 +1,4 @@
-"""The adapters depend on the facade's narrow interface (`_host.MemoryHost`), never on memory.py.
+"""The adapters depend on the facade's narrow interface (`_turn.host.MemoryHost`), not memory.py.
 
 Every import is read from the source (module level, inside functions and under
 `TYPE_CHECKING`), so a lazy import back into the facade, or between the tools and formation, is
@@ -15,20 +15,20 @@ import pytest
 
 import langchain_tdai_recall
 from langchain_tdai_recall import TdaiMemory
-from langchain_tdai_recall._host import MemoryHost, StoreHost
+from langchain_tdai_recall._turn.host import MemoryHost, StoreHost
 from langchain_tdai_recall.testing import HashEmbeddings
 from langchain_tdai_recall.types import Scope
 
 _PACKAGE = Path(langchain_tdai_recall.__file__).parent
 _ADAPTERS = (
-    "_host.py",
+    "_turn/host.py",
     "_turn/__init__.py",
     "_turn/identity.py",
     "_turn/message.py",
     "_turn/recall.py",
     "_turn/budget.py",
     "_turn/report.py",
-    "_recall_run.py",
+    "_turn/run.py",
     "middleware.py",
     "lcel.py",
     "legacy.py",

@@ -13,8 +13,8 @@ from langchain_core.documents import Document
 from langchain_core.prompts import ChatPromptTemplate
 
 from langchain_tdai_recall import RecallTimeoutError, TdaiMemory, TdaiRecallError
-from langchain_tdai_recall import _recall_run as recall_run_module
 from langchain_tdai_recall._turn import TurnEvent
+from langchain_tdai_recall._turn import run as recall_run_module
 from langchain_tdai_recall.testing import FakeToolCallingChatModel, HashEmbeddings
 
 from ._helpers import user

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import datetime as dt
 
-    from langchain_tdai_recall._breaker import StoreBreaker
+    from langchain_tdai_recall._runtime.breaker import StoreBreaker
     from langchain_tdai_recall.config import TdaiConfig
     from langchain_tdai_recall.types import (
         MemoryHit,

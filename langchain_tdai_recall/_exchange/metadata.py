@@ -3,8 +3,8 @@
 - `check_metadata`: a memory's metadata is a small JSON object (str keys, JSON values) of at
   most `MAX_METADATA_BYTES` bytes as compact JSON.
 - `normalize_expiry` / `expiry_after`: `expires_at` is stored as UTC ISO-8601 text with
-  milliseconds and `Z`, the form `_records.now_iso()` writes, so the backends compare it with
-  the clock as text; a `ttl` (seconds or a `timedelta`) is turned into one.
+  milliseconds and `Z`, the form `_exchange.records.now_iso()` writes, so the backends compare
+  it with the clock as text; a `ttl` (seconds or a `timedelta`) is turned into one.
 - `memory_filter`: the optional filters of `search_memories` and the tools, as the index's
   `MemoryFilter`.
 """

@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, Field
 
-from langchain_tdai_recall._config_base import ConfigModel
+from langchain_tdai_recall._settings.base import ConfigModel
 
 __all__ = [
     "ExtractionConfig",

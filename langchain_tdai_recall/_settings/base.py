@@ -3,7 +3,7 @@
 Configuration models are frozen pydantic models with snake_case fields and the original
 plugin's camelCase keys as aliases; an unknown key is an error, and every validation failure is
 a `ConfigError` that names each field, what is wrong and the value (cut to 80 code points). The
-recall sections (`config.py`) and memory formation's sections (`_formation_config.py`, handed
+recall sections (`config.py`) and memory formation's sections (`_settings/formation.py`, handed
 on by `formation.config`) both build on `ConfigModel`.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
-from langchain_tdai_recall._records import shown
+from langchain_tdai_recall._exchange.records import shown
 from langchain_tdai_recall.errors import ConfigError
 
 __all__ = ["ConfigModel", "config_error"]

@@ -1,12 +1,12 @@
 """Which store backend a `path` names: a directory, `None`, a `postgresql://` URL, a store object.
 
-`TdaiMemory.open` and `TdaiMemory.open_store` (and through the latter the command line) choose
-the backend here, once: a string that `_records.check_store_path` kept as a string is a database
-URL (PostgreSQL, imported only then, so the extra stays optional); a directory or `None` is the
-local backend (imported on the first open, so importing the package does not load either
-backend); a store object is checked (open, and read-only when asked) and bound to the
-tokenizer and the embedder. It lives beside the facade rather than in `stores/` so that the
-interface package does not import its own backends' store classes at module level.
+`TdaiMemory.open` and `TdaiMemory.open_store` (and through the latter the command line) choose the
+backend here, once: a string that `_exchange.records.check_store_path` kept as a string is a
+database URL (PostgreSQL, imported only then, so the extra stays optional); a directory or `None` is
+the local backend (imported on the first open, so importing the package does not load either
+backend); a store object is checked (open, and read-only when asked) and bound to the tokenizer and
+the embedder. It lives beside the facade rather than in `stores/` so that the interface package does
+not import its own backends' store classes at module level.
 """
 
 from __future__ import annotations

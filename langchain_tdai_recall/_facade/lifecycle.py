@@ -17,13 +17,13 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, Protocol
 
-from langchain_tdai_recall._records import shown
+from langchain_tdai_recall._exchange.records import shown
 from langchain_tdai_recall.errors import ConfigError
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall._embedder import VectorUpkeep
-    from langchain_tdai_recall._threads import DaemonExecutor
-    from langchain_tdai_recall._writer import TurnWriter
+    from langchain_tdai_recall._embedding.upkeep import VectorUpkeep
+    from langchain_tdai_recall._runtime.threads import DaemonExecutor
+    from langchain_tdai_recall._runtime.writer import TurnWriter
     from langchain_tdai_recall.formation.scheduler import FormationScheduler
     from langchain_tdai_recall.stores.base import BaseMemoryStore
     from langchain_tdai_recall.types import MessageRecord, Scope

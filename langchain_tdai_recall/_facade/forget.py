@@ -35,7 +35,7 @@ from langchain_tdai_recall.errors import StoreWriteError
 from langchain_tdai_recall.types import ErasedScope, ForgetReport, Scope
 
 if TYPE_CHECKING:
-    from langchain_tdai_recall._writer import TurnWriter
+    from langchain_tdai_recall._runtime.writer import TurnWriter
     from langchain_tdai_recall.formation.manager import MemoryManager
     from langchain_tdai_recall.formation.scheduler import FormationScheduler
     from langchain_tdai_recall.stores.base import BaseMemoryStore

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, cast
 
-from langchain_tdai_recall._memory_meta import check_metadata, normalize_expiry
+from langchain_tdai_recall._exchange.metadata import check_metadata, normalize_expiry
 from langchain_tdai_recall.errors import ConfigError, ScopeError
 from langchain_tdai_recall.text.clean import content_text, strip_injected_blocks
 from langchain_tdai_recall.types import MEMORY_TYPES, MemoryRecord, MessageRecord, Scope, iso_utc

@@ -7,7 +7,7 @@ text bar is drawn. Neither adds a dependency.
 
 Example:
     ```python
-    from langchain_tdai_recall._progress import progress
+    from langchain_tdai_recall._runtime.progress import progress
 
     total = 0
     for n in progress(range(3), desc="counting", enabled=False):

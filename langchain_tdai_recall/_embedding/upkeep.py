@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
-from langchain_tdai_recall._progress import Progress, progress
+from langchain_tdai_recall._runtime.progress import Progress, progress
 from langchain_tdai_recall.errors import EmbeddingError, StoreClosedError, StoreError
 from langchain_tdai_recall.stores.base import LAYERS, BaseMemoryStore, PendingVector
 from langchain_tdai_recall.stores.records import Layer

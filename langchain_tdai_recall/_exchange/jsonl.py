@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from langchain_tdai_recall._records import shown
+from langchain_tdai_recall._exchange.records import shown
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.types import MemoryRecord, MessageRecord, SceneBlock
 
