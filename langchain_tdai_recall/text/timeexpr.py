@@ -1290,14 +1290,44 @@ _PATTERN_TABLE: Final[tuple[tuple[str, _Handler], ...]] = (
 )
 """(pattern, handler), most specific first: a span taken by one is not read again by another."""
 
-_PATTERNS: Final = tuple((re.compile(p), h) for p, h in _PATTERN_TABLE)
+_CJK_RE: Final = re.compile(r"[\u4e00-\u9fff]")
 
-_QUICK_RE: Final = re.compile(
-    rf"\d|{_MONTH_WORD}|{_WEEKDAY_WORD}|{_HOLIDAY_EN}|{_SEASON_EN}|today|tonight|yesterday|"
-    rf"tomorrow|morning|afternoon|evening|night|week|month|year|ago|{_HOLIDAY_ZH}|[天日周月年]|星期|"
-    r"礼拜|季"
+
+def _script(pattern: str) -> str:
+    """What a message needs for `pattern` to match: CJK text, an English word, or anything."""
+    if pattern.startswith(_WB):
+        return "en"
+    return "zh" if _CJK_RE.search(pattern) else "any"
+
+
+_PATTERNS: Final = tuple((re.compile(p), h, _script(p)) for p, h in _PATTERN_TABLE)
+
+_TRIGGER_WORDS: Final = frozenset(
+    [
+        *_MONTHS,
+        *_WEEKDAYS,
+        *_SEASONS,
+        *_words(
+            "today tonight yesterday tomorrow morning afternoon evening night day days week weeks "
+            "weekend month months year years ago christmas xmas eve new halloween valentine "
+            "valentine's valentines fourth independence thanksgiving easter memorial labor"
+        ),
+    ]
 )
-"""Cheap test run first: a message matching none of these has no time expression."""
+"""English words without which (and without a digit) a message has no English time expression."""
+_TRIGGER_RE: Final = re.compile(r"\d|[a-z][a-z']*|[天日周月年号季节夕宵午秋旦庆明诞]|五一|十一")
+
+
+def _scripts(norm: str) -> frozenset[str]:
+    """Which patterns can match `norm` (see `_script`); empty when none can."""
+    found: set[str] = set()
+    for token in _TRIGGER_RE.findall(norm):
+        if token.isdigit() or token in _TRIGGER_WORDS:
+            found.update(("en", "any"))
+        elif not token.isascii():
+            found.update(("zh", "any"))
+    return frozenset(found)
+
 
 _CONNECTOR_RE: Final = re.compile(
     r"\s*(?:-|–|—|~|to|until|till|through|thru|and|到|至|～)\s*(?:the\s+)?"
@@ -1381,12 +1411,15 @@ def resolve_time(text: str, today: dt.date) -> ResolvedTime | None:
     """
     cased = _normalise(text)
     norm = cased.lower()
-    if not norm or _QUICK_RE.search(norm) is None:
+    scripts = _scripts(norm)
+    if not scripts:
         return None
     ctx = _Ctx(today=today, tense=detect_tense(norm), text=norm, cased=cased)
     taken: list[tuple[int, int]] = []
     found: list[TimeExpression] = []
-    for pattern, handler in _PATTERNS:
+    for pattern, handler, script in _PATTERNS:
+        if script not in scripts:
+            continue
         for match in pattern.finditer(norm):
             start, end = match.span()
             if start == end or any(start < e and s < end for s, e in taken):
