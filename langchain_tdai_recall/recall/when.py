@@ -54,12 +54,20 @@ def local_today(now: dt.datetime | None, tz: dt.tzinfo) -> dt.date:
 
 
 def asked_time(text: str, *, now: dt.datetime | None, tz: dt.tzinfo) -> AskedTime | None:
-    """The time `text` asks about at `now` in zone `tz`, or `None` when it names no time."""
-    resolved = resolve_time(text, local_today(now, tz))
+    """The time `text` asks about at `now` in zone `tz`, or `None` when it names no time.
+
+    Events without an activity time count by their write time only when the message looks
+    back (a past tense, or dates that have all passed): "what should I order tonight?" is not
+    about what was told today.
+    """
+    today = local_today(now, tz)
+    resolved = resolve_time(text, today)
     if resolved is None:
         return None
+    # an event's write time stands for when it happened only in a question about the past
+    past = resolved.tense == "past" or all(r.last < today for r in resolved.ranges)
     return AskedTime(
         resolved.ranges,
-        TimeWindow.from_dates(((r.first, r.last) for r in resolved.ranges), tz),
+        TimeWindow.from_dates(((r.first, r.last) for r in resolved.ranges), tz, written=past),
         resolved.only_time,
     )

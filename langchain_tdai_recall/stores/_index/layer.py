@@ -391,7 +391,8 @@ class LayerIndex:
         """L1 rows whose activity time (else write time) overlaps `window`, sorted.
 
         A persona fact or instruction is matched by its activity time only: when it was
-        written says when it was learned, not when anything happened.
+        written says when it was learned, not when anything happened. An event without an
+        activity time is matched by its write time when `window.written`.
 
         Expired and hidden rows are included (searches leave them out). The table is built on
         the first call and again after the rows change (`stores._index.times`).
@@ -411,14 +412,15 @@ class LayerIndex:
             self._written = written
         extras, meta = self.extras, self.meta
         rows: list[tuple[int, float, float]] = []
+        moments: list[tuple[int, float]] = []
         for rowid, at in written.items():
             extra = extras.get(rowid)
             if extra is not None and extra.active_from is not None:
                 end = extra.active_to if extra.active_to is not None else extra.active_from
                 rows.append((rowid, extra.active_from, max(end, extra.active_from)))
             elif meta[rowid].kind == "episodic" or self.layer == "l0":
-                rows.append((rowid, at, at))
-        return TimeTable(rows)
+                moments.append((rowid, at))
+        return TimeTable(rows, moments)
 
     def newest_rows(self, where: MemoryFilter | None) -> list[int]:
         """Rows passing `where` that have not expired, hidden ones included, newest first.

@@ -2,7 +2,10 @@
 
 Time-aware recall (`text.timeexpr` resolves "last month" into dates) needs the memories whose
 time overlaps a range. A row's time is its activity (`activity_start_time` .. `activity_end_time`,
-else the event `timestamp`, as `RowExtras` holds them), else its write time (`created_at`).
+else the event `timestamp`, as `RowExtras` holds them), else its write time (`created_at`). The
+write time says when an event was told, which is close to when it happened only for what lies
+in the past: rows timed by it are kept apart and matched only when the window asks for them
+(`TimeWindow.written`, set for questions about the past).
 
 Stored times come in two forms, and a range of local dates matches each in its own way:
 
@@ -49,9 +52,17 @@ class TimeWindow:
     """[start, end) per range for stored dates: the range's days in UTC."""
     absolute: tuple[tuple[float, float], ...]
     """[start, end) per range for stored moments: the range's days in the configured zone."""
+    written: bool = True
+    """Whether rows timed only by their write time count."""
 
     @classmethod
-    def from_dates(cls, ranges: Iterable[tuple[dt.date, dt.date]], tz: dt.tzinfo) -> TimeWindow:
+    def from_dates(
+        cls,
+        ranges: Iterable[tuple[dt.date, dt.date]],
+        tz: dt.tzinfo,
+        *,
+        written: bool = True,
+    ) -> TimeWindow:
         """The window of inclusive (first, last) date ranges in zone `tz`."""
         floating: list[tuple[float, float]] = []
         absolute: list[tuple[float, float]] = []
@@ -59,7 +70,7 @@ class TimeWindow:
             after = last + dt.timedelta(days=1)
             floating.append((_midnight(first, dt.UTC), _midnight(after, dt.UTC)))
             absolute.append((_midnight(first, tz), _midnight(after, tz)))
-        return cls(tuple(floating), tuple(absolute))
+        return cls(tuple(floating), tuple(absolute), written)
 
 
 def _midnight(day: dt.date, tz: dt.tzinfo) -> float:
@@ -101,17 +112,26 @@ class _Sorted:
 class TimeTable:
     """Every L1 row's time, by kind, for range lookups. Immutable once built."""
 
-    __slots__ = ("_absolute", "_floating", "size")
+    __slots__ = ("_absolute", "_floating", "_written", "size")
 
-    def __init__(self, rows: Iterable[tuple[int, float, float]]) -> None:
-        """Build from (row id, start, end) epochs; dates are recognised by `is_date_span`."""
+    def __init__(
+        self,
+        rows: Iterable[tuple[int, float, float]],
+        written: Iterable[tuple[int, float]] = (),
+    ) -> None:
+        """Build from activity (row id, start, end) and write (row id, moment) epochs.
+
+        Activity dates are recognised by `is_date_span`.
+        """
         table = np.asarray(list(rows), dtype=np.float64).reshape(-1, 3)
         rowids = table[:, 0].astype(np.int64)
         starts, ends = table[:, 1], table[:, 2]
         dates = (starts % _DAY == 0) & (ends != np.round(ends)) & (np.round(ends) % _DAY == 0)
         self._floating = _Sorted(rowids[dates], starts[dates], ends[dates])
         self._absolute = _Sorted(rowids[~dates], starts[~dates], ends[~dates])
-        self.size = int(rowids.size)
+        moments = np.asarray(list(written), dtype=np.float64).reshape(-1, 2)
+        self._written = _Sorted(moments[:, 0].astype(np.int64), moments[:, 1], moments[:, 1])
+        self.size = int(rowids.size + moments.shape[0])
 
     def rows(self, window: TimeWindow) -> npt.NDArray[np.int64]:
         """The rows whose time overlaps any range of `window`, sorted, without repeats."""
@@ -120,6 +140,8 @@ class TimeTable:
             parts += self._floating.overlapping(low, high)
         for low, high in window.absolute:
             parts += self._absolute.overlapping(low, high)
+            if window.written:
+                parts += self._written.overlapping(low, high)
         if not parts:
             return np.empty(0, dtype=np.int64)
         return np.unique(np.concatenate(parts))

@@ -12,6 +12,7 @@ from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.recall.gate import IN_RANGE_BEST_SHARE, IN_RANGE_FLOOR, injected
 from langchain_tdai_recall.recall.search import TIME_RANK_BOOST, RankedHit, SearchOutcome
+from langchain_tdai_recall.recall.when import asked_time
 from langchain_tdai_recall.stores._index.times import LONG_SPAN, TimeTable, TimeWindow
 from langchain_tdai_recall.testing import HashEmbeddings
 
@@ -261,3 +262,28 @@ def test_now_must_be_a_datetime(memory: TdaiMemory) -> None:
         memory.recall("hello", user_id=USER, now=dt.date(2026, 12, 3))  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="now must be a datetime"):
         memory.search_memories("hello", user_id=USER, now="2026-12-03")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ("What did I do today?", True),  # looks back
+        ("What happened last month?", True),  # the dates have passed
+        ("上周做了什么", True),
+        ("What should I order at the steakhouse tonight?", False),
+        ("Can you suggest a workout for this week?", False),
+        ("What am I doing tomorrow?", False),
+    ],
+)
+def test_write_times_count_only_for_the_past(text: str, written: bool) -> None:
+    asked = asked_time(text, now=NOW, tz=SHANGHAI)
+    assert asked is not None
+    assert asked.window.written is written
+
+
+def test_a_write_time_is_matched_only_when_the_window_asks_for_it() -> None:
+    told = _epoch("2026-12-03T09:00:00+08:00")
+    table = TimeTable([], [(7, told)])
+    today = [(dt.date(2026, 12, 3), dt.date(2026, 12, 3))]
+    assert table.rows(TimeWindow.from_dates(today, SHANGHAI)).tolist() == [7]
+    assert table.rows(TimeWindow.from_dates(today, SHANGHAI, written=False)).tolist() == []
