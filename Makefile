@@ -59,6 +59,7 @@ benchmark: $(TSTAMP)
 	$(BIN)/python benchmarks/quality/locomo.py
 	$(BIN)/python benchmarks/quality/zh_eval.py
 	$(BIN)/python benchmarks/quality/critical.py
+	$(BIN)/python benchmarks/quality/medium.py
 	$(BIN)/python benchmarks/perf/latency.py
 	$(BIN)/python benchmarks/perf/scale.py
 	$(BIN)/python benchmarks/perf/postgres.py

@@ -396,6 +396,21 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str
     return "\n".join(lines)
 
 
+MEMORY_BLOCKS: tuple[str, ...] = ("standing-instructions", "key-memories", "user-profile")
+"""System-context blocks made of memories (their cost per turn is what the benchmarks report)."""
+
+
+def system_memory_chars(text: str | None) -> int:
+    """Code points of a system context's memory blocks (rules, pinned, profile), tags included."""
+    text = text or ""
+    total = 0
+    for tag in MEMORY_BLOCKS:
+        start, end = text.find(f"<{tag}>"), text.find(f"</{tag}>")
+        if start >= 0 and end > start:
+            total += end + len(tag) + 3 - start
+    return total
+
+
 def write_json(path: Path, payload: Mapping[str, Any]) -> None:
     """Write `payload` as pretty UTF-8 JSON, creating parent directories."""
     path.parent.mkdir(parents=True, exist_ok=True)

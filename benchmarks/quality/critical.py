@@ -42,7 +42,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import EMBEDDER_CHOICES, REPO_ROOT, format_table, make_embeddings, write_json
+from _common import (
+    EMBEDDER_CHOICES,
+    REPO_ROOT,
+    format_table,
+    make_embeddings,
+    system_memory_chars,
+    write_json,
+)
 
 from langchain_tdai_recall import RecallResult, TdaiMemory
 
@@ -79,21 +86,6 @@ def _where(result: RecallResult | None, memory_id: str) -> str | None:
     return None
 
 
-MEMORY_BLOCKS = ("standing-instructions", "key-memories", "user-profile")
-"""System-context blocks made of memories (their cost per turn is what this reports)."""
-
-
-def _system_chars(result: RecallResult | None) -> int:
-    """Code points of the system context's memory blocks (rules, pinned, profile), tags included."""
-    text = (result.append_system_context or "") if result is not None else ""
-    total = 0
-    for tag in MEMORY_BLOCKS:
-        start, end = text.find(f"<{tag}>"), text.find(f"</{tag}>")
-        if start >= 0 and end > start:
-            total += end + len(tag) + 3 - start
-    return total
-
-
 def run(
     data: dict[str, Any], embeddings: Any, config: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -117,7 +109,9 @@ def run(
             )
             where = _where(result, case["critical"])
             block = [m.id for m in result.memories] if result else []
-            system_chars.append(_system_chars(result))
+            system_chars.append(
+                system_memory_chars(result.append_system_context if result else None)
+            )
             outcomes.append(
                 {
                     "id": case["id"],

@@ -109,6 +109,31 @@ def test_critical_script_runs(tmp_path: Path) -> None:
     assert irrelevant["mean_block_memories_irrelevant"] >= 0
 
 
+def test_medium_script_runs(tmp_path: Path) -> None:
+    out = tmp_path / "medium.json"
+    args = ["--embeddings", "hash", "--users", "maya,ruth", "--limit", "6", "--out", str(out)]
+    assert _load("medium").main([*args, "--quiet"]) == 0
+    payload = json.loads(out.read_text(encoding="utf-8"))
+    assert set(payload["sets"]) == {"dev", "after"}
+    for variants in payload["sets"].values():
+        assert set(variants) == {"all 50", "rated"}
+        for variant, report in variants.items():
+            summary = report["summary"]
+            assert summary["requests"] == 6 and summary["irrelevant_requests"] == 6
+            assert 0 <= summary["needs_reached"] <= summary["needs"] >= 6
+            assert sum(summary["by_channel"].values()) == summary["needs_reached"]
+            assert {"block", "pinned", "standing rules", "profile"} <= set(summary["by_channel"])
+            assert summary["mean_block_memories_irrelevant"] >= 0
+            assert summary["max_system_memory_chars"] > 0  # every user has a profile
+            if variant == "all 50":  # nothing reaches priority 90: nothing is pinned
+                assert summary["by_channel"]["pinned"] == 0
+    dev = payload["sets"]["dev"]["all 50"]
+    assert {c["user"] for c in dev["cases"]} == {"maya"} and len(dev["irrelevant"]) == 6
+    assert "cases" not in payload["sets"]["after"]["rated"]  # held out: totals only
+    # maya's levothyroxine (priority 92) is pinned when rated
+    assert payload["sets"]["dev"]["rated"]["summary"]["by_channel"]["pinned"] >= 1
+
+
 def test_locomo_messages_variant_reports_ranking(tmp_path: Path) -> None:
     out = tmp_path / "locomo.json"
     args = ["--data", str(FIXTURES / "locomo"), "--embeddings", "hash", "--out", str(out)]
