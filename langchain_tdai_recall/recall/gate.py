@@ -23,7 +23,9 @@ relevance reaches `IN_RANGE_BEST_SHARE` of the best in-range candidate's and
 `IN_RANGE_FLOOR × threshold`: the memories of that time that match the rest of the words
 ("buy"), not every memory of the month. When the rest of the message is only question words
 ("what did I do last weekend?", `SearchOutcome.time_only`) the in-range candidates pass as
-ranked, up to `recall.max_results`.
+ranked, up to `recall.max_results`. The time only adds: a memory that reaches the full
+threshold on its own keeps its place (dropped only by `recall.max_results` memories that do so
+too), and the on-topic and in-range ones share what is left, by their boosted rank.
 
 Every rule is monotonic: adding memories can only raise the scope's word coverage and the best
 match, so more memories never yield fewer injected ones. (A new in-range memory can raise the
@@ -35,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from langchain_tdai_recall.recall.search import RankedHit, SearchOutcome
+from langchain_tdai_recall.recall.search import TIME_RANK_BOOST, RankedHit, SearchOutcome
 
 __all__ = [
     "ANCHOR_SHARE",
@@ -102,13 +104,24 @@ def injected(
     best = max(h.score for h in candidates)
     on_topic = outcome.scope_coverage >= ON_TOPIC_COVERAGE and best >= ANCHOR_SHARE * threshold
     base = threshold * (ON_TOPIC_SHARE if on_topic else 1.0)
-    in_range = _in_range_bar(candidates, threshold, time_only=outcome.time_only)
-    return [
+    relevant = [h for h in candidates if h.score >= base * priority_factor(h.priority) - 1e-6]
+    bar = _in_range_bar(candidates, threshold, time_only=outcome.time_only)
+    if bar == float("inf"):
+        return relevant[:limit]
+    # The time adds memories. It never pushes out one that reaches the full threshold on its
+    # own: those are chosen first, in their order without the time's boost. The rest of
+    # `limit` goes by the boosted order to the on-topic and in-range ones.
+    strong = [h for h in relevant if h.score >= threshold * priority_factor(h.priority) - 1e-6]
+    strong.sort(key=lambda h: -(h.rank - TIME_RANK_BOOST if h.in_range else h.rank))
+    chosen = {h.rowid for h in strong[:limit]}
+    passing = {h.rowid for h in relevant}
+    rest = [
         h
         for h in candidates
-        if h.score >= base * priority_factor(h.priority) - 1e-6
-        or (h.in_range and h.score >= in_range - 1e-6)
-    ][:limit]
+        if h.rowid not in chosen and (h.rowid in passing or (h.in_range and h.score >= bar - 1e-6))
+    ]
+    chosen.update(h.rowid for h in rest[: max(limit - len(chosen), 0)])
+    return [h for h in candidates if h.rowid in chosen]
 
 
 def _in_range_bar(candidates: list[RankedHit], threshold: float, *, time_only: bool) -> float:

@@ -124,6 +124,30 @@ def test_in_range_memories_need_the_floor() -> None:
     assert [h.rowid for h in injected(outcome, threshold=0.3, limit=5)] == [1]
 
 
+def test_the_time_never_pushes_out_a_relevant_memory() -> None:
+    # three in-range memories rank above a relevant one (the boost), the limit is 3
+    hits = _sorted(
+        _hit(1, 0.25, in_range=True),
+        _hit(2, 0.24, in_range=True),
+        _hit(3, 0.23, in_range=True),
+        _hit(4, 0.35),
+        _hit(5, 0.31),
+    )
+    outcome = SearchOutcome(hits, "hybrid", scope_coverage=0.0)
+    assert [h.rowid for h in injected(outcome, threshold=0.3, limit=3)] == [1, 4, 5]
+    assert [h.rowid for h in injected(outcome, threshold=0.3, limit=5)] == [1, 2, 3, 4, 5]
+    # on topic (half the threshold) the in-range ones pass on relevance too; those reaching
+    # the full threshold still keep their places
+    outcome.scope_coverage = 1.0
+    assert [h.rowid for h in injected(outcome, threshold=0.3, limit=3)] == [1, 4, 5]
+    on_topic_only = _sorted(
+        _hit(1, 0.25, in_range=True), _hit(2, 0.24, in_range=True), _hit(6, 0.2)
+    )
+    outcome = SearchOutcome(on_topic_only, "hybrid", scope_coverage=1.0)
+    # 6 passes on topic only (0.2 < 0.3): it ranks below the boosted in-range ones
+    assert [h.rowid for h in injected(outcome, threshold=0.3, limit=2)] == [1, 2]
+
+
 def test_without_a_time_the_gate_is_unchanged() -> None:
     outcome = SearchOutcome([_hit(1, 0.12), _hit(2, 0.31)], "hybrid", scope_coverage=0.0)
     assert [h.rowid for h in injected(outcome, threshold=0.3, limit=5)] == [2]
