@@ -34,12 +34,11 @@ Rules (the README lists the expressions understood):
   "March 2025"); "May I ask" and "we march" are not dates. Recurring expressions ("every Friday",
   "on Fridays", "每周五", "每个周末") are not ranges. A year alone needs a cue ("in 2025",
   "2025年"). Invalid dates (30 February) resolve to nothing.
-- **Holidays.** Christmas (24-26 Dec), Christmas Eve, New Year's Eve/Day, Halloween, Valentine's
-  Day, the Fourth of July, US Thanksgiving (Thursday to Sunday), Easter (Good Friday to Easter
-  Monday); 春节/过年 (New Year's Eve to the 7th day, from a table for 2000-2050), 除夕, 元宵,
-  端午, 中秋 (tables), 元旦, 五一/劳动节 (1-5 May), 国庆 (1-7 Oct), 清明 (4-6 Apr), 圣诞,
-  情人节. Seasons are the northern meteorological ones (spring = March-May, winter =
-  December-February).
+- **Holidays** (`text.holidays`): Christmas, New Year, Halloween, Valentine's Day, the Fourth of
+  July, US Thanksgiving, Easter, Memorial and Labor Day; 春节/过年, 除夕, 元宵, 端午, 中秋 (from
+  tables for 2000-2050), 元旦, 五一, 国庆, 清明, 圣诞, 情人节. Seasons are the northern
+  meteorological ones (spring = March-May, winter = December-February), and a bare season is
+  a time only after a preposition ("in the summer"; "winter coat" is none).
 - Two expressions joined by "to", "until", "through", "-", "到", "至" (or "between ... and")
   become one range from the first to the second.
 
@@ -55,6 +54,8 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
+
+from langchain_tdai_recall.text.holidays import HOLIDAYS, Span
 
 __all__ = [
     "DateRange",
@@ -137,30 +138,22 @@ def _words(text: str) -> tuple[str, ...]:
 
 
 _MONTHS: Final[dict[str, int]] = {
-    "january": 1,
-    "february": 2,
-    "march": 3,
-    "april": 4,
-    "may": 5,
-    "june": 6,
-    "july": 7,
-    "august": 8,
-    "september": 9,
-    "october": 10,
-    "november": 11,
-    "december": 12,
-    "jan": 1,
-    "feb": 2,
-    "mar": 3,
-    "apr": 4,
-    "jun": 6,
-    "jul": 7,
-    "aug": 8,
-    "sep": 9,
+    **{
+        word: i
+        for i, word in enumerate(
+            _words(
+                "january february march april may june july august september october "
+                "november december"
+            ),
+            1,
+        )
+    },
+    **{
+        w: i
+        for i, w in enumerate(_words("jan feb mar apr - jun jul aug sep oct nov dec"), 1)
+        if w != "-"
+    },
     "sept": 9,
-    "oct": 10,
-    "nov": 11,
-    "dec": 12,
 }
 _AMBIGUOUS_MONTHS: Final = frozenset({"may", "march", "mar"})
 """Month words that are also common verbs: a month only with a cue beside them."""
@@ -174,56 +167,22 @@ _MONTH_CUES: Final = frozenset(
 """Words before an ambiguous month word that make it a month ("in May", "last March")."""
 
 _WEEKDAYS: Final[dict[str, int]] = {
-    "monday": 0,
-    "tuesday": 1,
-    "wednesday": 2,
-    "thursday": 3,
-    "friday": 4,
-    "saturday": 5,
-    "sunday": 6,
+    name: i
+    for i, name in enumerate(_words("monday tuesday wednesday thursday friday saturday sunday"))
 }
-_ZH_WEEKDAYS: Final[dict[str, int]] = {
-    "一": 0,
-    "二": 1,
-    "三": 2,
-    "四": 3,
-    "五": 4,
-    "六": 5,
-    "日": 6,
-    "天": 6,
-}
+_ZH_WEEKDAYS: Final[dict[str, int]] = {**{c: i for i, c in enumerate("一二三四五六日")}, "天": 6}
 _EN_NUMBERS: Final[dict[str, int]] = {
-    "a": 1,
-    "an": 1,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
+    **{w: i for i, w in enumerate(_words("one two three four five six seven eight nine ten"), 1)},
     "eleven": 11,
     "twelve": 12,
-    "a couple of": 2,
-    "couple of": 2,
-    "a couple": 2,
+    "a": 1,
+    "an": 1,
+    **dict.fromkeys(("a couple of", "couple of", "a couple"), 2),
 }
 _ZH_DIGITS: Final[dict[str, int]] = {
-    "零": 0,
+    **{c: i for i, c in enumerate("零一二三四五六七八九")},
     "〇": 0,
-    "一": 1,
-    "二": 2,
     "两": 2,
-    "三": 3,
-    "四": 4,
-    "五": 5,
-    "六": 6,
-    "七": 7,
-    "八": 8,
-    "九": 9,
 }
 _SEASONS: Final[dict[str, int]] = {
     "spring": 3,
@@ -241,26 +200,6 @@ _SEASONS: Final[dict[str, int]] = {
     "冬季": 12,
 }
 """Season -> first month (northern meteorological seasons; winter runs into the next year)."""
-
-# Lunar festivals by Gregorian date, 2000-2050 (MMDD of the 1st day of the 1st month, the 5th of
-# the 5th and the 15th of the 8th): published calendar facts, checked against a lunar-calendar
-# library when written.
-_LUNAR_FIRST_YEAR: Final = 2000
-_SPRING_FESTIVAL: Final = _words(
-    "0205 0124 0212 0201 0122 0209 0129 0218 0207 0126 0214 0203 0123 0210 0131 0219 0208 "
-    "0128 0216 0205 0125 0212 0201 0122 0210 0129 0217 0206 0126 0213 0203 0123 0211 0131 "
-    "0219 0208 0128 0215 0204 0124 0212 0201 0122 0210 0130 0217 0206 0126 0214 0202 0123"
-)
-_DRAGON_BOAT: Final = _words(
-    "0606 0625 0615 0604 0622 0611 0531 0619 0608 0528 0616 0606 0623 0612 0602 0620 0609 "
-    "0530 0618 0607 0625 0614 0603 0622 0610 0531 0619 0609 0528 0616 0605 0624 0612 0601 "
-    "0620 0610 0530 0618 0607 0527 0614 0603 0622 0611 0531 0619 0608 0529 0615 0604 0623"
-)
-_MID_AUTUMN: Final = _words(
-    "0912 1001 0921 0911 0928 0918 1006 0925 0914 1003 0922 0912 0930 0919 0908 0927 0915 "
-    "1004 0924 0913 1001 0921 0910 0929 0917 1006 0925 0915 1003 0922 0912 1001 0919 0908 "
-    "0927 0916 1004 0924 0913 1002 0920 0910 0928 0917 1005 0925 0915 1004 0922 0911 0930"
-)
 
 
 # -- small helpers -----------------------------------------------------------------------------
@@ -334,10 +273,6 @@ def _day(day: dt.date) -> DateRange:
     return DateRange(day, day)
 
 
-def _span(first: dt.date, days: int) -> DateRange:
-    return DateRange(first, first + dt.timedelta(days=days - 1))
-
-
 def _year_range(year: int) -> DateRange | None:
     if not dt.MINYEAR < year < dt.MAXYEAR:
         return None
@@ -352,122 +287,6 @@ def _season(year: int, first_month: int) -> DateRange | None:
     if start is None or end is None:
         return None
     return DateRange(start.first, end.last)
-
-
-def _easter(year: int) -> dt.date:
-    """Gregorian Easter Sunday (the anonymous Gregorian computus)."""
-    a, b, c = year % 19, year // 100, year % 100
-    d, e = b // 4, b % 4
-    f = (b + 8) // 25
-    g = (b - f + 1) // 3
-    h = (19 * a + b - d - g + 15) % 30
-    i, k = c // 4, c % 4
-    ell = (32 + 2 * e + 2 * i - h - k) % 7
-    m = (a + 11 * h + 22 * ell) // 451
-    month = (h + ell - 7 * m + 114) // 31
-    day = (h + ell - 7 * m + 114) % 31 + 1
-    return dt.date(year, month, day)
-
-
-def _nth_weekday(year: int, month: int, weekday: int, n: int) -> dt.date:
-    """The `n`-th (1-based; -1 = last) `weekday` of a month."""
-    if n > 0:
-        first = dt.date(year, month, 1)
-        return first + dt.timedelta(days=(weekday - first.weekday()) % 7 + 7 * (n - 1))
-    last = dt.date(year, month, calendar.monthrange(year, month)[1])
-    return last - dt.timedelta(days=(last.weekday() - weekday) % 7)
-
-
-def _lunar(table: tuple[str, ...], year: int) -> dt.date | None:
-    index = year - _LUNAR_FIRST_YEAR
-    if not 0 <= index < len(table):
-        return None
-    mmdd = table[index]
-    return dt.date(year, int(mmdd[:2]), int(mmdd[2:]))
-
-
-def _fixed(month: int, day: int, days: int = 1) -> Callable[[int], DateRange | None]:
-    def make(year: int) -> DateRange | None:
-        first = _date(year, month, day)
-        return _span(first, days) if first is not None else None
-
-    return make
-
-
-def _spring_festival(year: int) -> DateRange | None:
-    new_year = _lunar(_SPRING_FESTIVAL, year)
-    if new_year is None:
-        return None
-    return DateRange(new_year - dt.timedelta(days=1), new_year + dt.timedelta(days=6))
-
-
-def _lunar_day(table: tuple[str, ...], offset: int = 0) -> Callable[[int], DateRange | None]:
-    def make(year: int) -> DateRange | None:
-        day = _lunar(table, year)
-        return _day(day + dt.timedelta(days=offset)) if day is not None else None
-
-    return make
-
-
-def _thanksgiving(year: int) -> DateRange | None:
-    return _span(_nth_weekday(year, 11, 3, 4), 4)
-
-
-def _easter_range(year: int) -> DateRange | None:
-    sunday = _easter(year)
-    return DateRange(sunday - dt.timedelta(days=2), sunday + dt.timedelta(days=1))
-
-
-def _monday_weekend(year: int, month: int, n: int) -> DateRange:
-    monday = _nth_weekday(year, month, 0, n)
-    return DateRange(monday - dt.timedelta(days=2), monday)
-
-
-_HOLIDAYS: Final[dict[str, Callable[[int], DateRange | None]]] = {
-    "christmas eve": _fixed(12, 24),
-    "christmas day": _fixed(12, 25),
-    "christmas": _fixed(12, 24, 3),
-    "xmas": _fixed(12, 24, 3),
-    "new year's eve": _fixed(12, 31),
-    "new years eve": _fixed(12, 31),
-    "new year's day": _fixed(1, 1),
-    "new years day": _fixed(1, 1),
-    "halloween": _fixed(10, 31),
-    "valentine's day": _fixed(2, 14),
-    "valentines day": _fixed(2, 14),
-    "valentine's": _fixed(2, 14),
-    "fourth of july": _fixed(7, 4),
-    "independence day": _fixed(7, 4),
-    "thanksgiving": _thanksgiving,
-    "easter": _easter_range,
-    "memorial day": lambda y: _monday_weekend(y, 5, -1),
-    "labor day": lambda y: _monday_weekend(y, 9, 1),
-    "平安夜": _fixed(12, 24),
-    "圣诞节": _fixed(12, 24, 3),
-    "圣诞": _fixed(12, 24, 3),
-    "元旦": _fixed(1, 1),
-    "情人节": _fixed(2, 14),
-    "万圣节": _fixed(10, 31),
-    "五一": _fixed(5, 1, 5),
-    "劳动节": _fixed(5, 1, 5),
-    "国庆节": _fixed(10, 1, 7),
-    "国庆": _fixed(10, 1, 7),
-    "十一长假": _fixed(10, 1, 7),
-    "清明节": _fixed(4, 4, 3),
-    "清明": _fixed(4, 4, 3),
-    "春节": _spring_festival,
-    "过年": _spring_festival,
-    "除夕": _lunar_day(_SPRING_FESTIVAL, -1),
-    "大年三十": _lunar_day(_SPRING_FESTIVAL, -1),
-    "大年初一": _lunar_day(_SPRING_FESTIVAL),
-    "元宵节": _lunar_day(_SPRING_FESTIVAL, 14),
-    "元宵": _lunar_day(_SPRING_FESTIVAL, 14),
-    "端午节": _lunar_day(_DRAGON_BOAT),
-    "端午": _lunar_day(_DRAGON_BOAT),
-    "中秋节": _lunar_day(_MID_AUTUMN),
-    "中秋": _lunar_day(_MID_AUTUMN),
-}
-"""Holiday name -> its range in a given year (`None` outside the tables)."""
 
 
 _FILLER_EN: Final = frozenset(
@@ -775,16 +594,9 @@ def _zh_month_day(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
 
 
 _PART_OF_MONTH: Final[dict[str, tuple[int, int]]] = {
-    "early": (1, 10),
-    "mid": (11, 20),
-    "late": (21, 31),
-    "初": (1, 10),
-    "上旬": (1, 10),
-    "中": (11, 20),
-    "中旬": (11, 20),
-    "底": (21, 31),
-    "末": (21, 31),
-    "下旬": (21, 31),
+    **dict.fromkeys(("early", "初", "上旬"), (1, 10)),
+    **dict.fromkeys(("mid", "中", "中旬"), (11, 20)),
+    **dict.fromkeys(("late", "底", "末", "下旬"), (21, 31)),
 }
 
 
@@ -856,24 +668,13 @@ def _decade(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
 
 
 _REL_OFFSET: Final[dict[str, int]] = {
-    "last": -1,
-    "previous": -1,
     "this past": -1,
-    "this": 0,
-    "current": 0,
     "this coming": 1,
-    "next": 1,
-    "上上": -2,
-    "上上个": -2,
-    "上": -1,
-    "上个": -1,
-    "这": 0,
-    "这个": 0,
-    "本": 0,
-    "下": 1,
-    "下个": 1,
-    "下下": 2,
-    "下下个": 2,
+    **dict.fromkeys(_words("上上 上上个"), -2),
+    **dict.fromkeys(_words("last previous 上 上个"), -1),
+    **dict.fromkeys(_words("this current 这 这个 本"), 0),
+    **dict.fromkeys(_words("next 下 下个"), 1),
+    **dict.fromkeys(_words("下下 下下个"), 2),
 }
 
 
@@ -932,20 +733,10 @@ def _rolling(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
 
 
 _UNIT_CANON: Final[dict[str, str]] = {
-    "day": "day",
-    "天": "day",
-    "日": "day",
-    "week": "week",
-    "周": "week",
-    "星期": "week",
-    "个星期": "week",
-    "礼拜": "week",
-    "个礼拜": "week",
-    "month": "month",
-    "个月": "month",
-    "月": "month",
-    "year": "year",
-    "年": "year",
+    **dict.fromkeys(_words("day 天 日"), "day"),
+    **dict.fromkeys(_words("week 周 星期 个星期 礼拜 个礼拜"), "week"),
+    **dict.fromkeys(_words("month 个月 月"), "month"),
+    **dict.fromkeys(_words("year 年"), "year"),
 }
 
 
@@ -981,34 +772,16 @@ def _ago(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
 
 
 _DAY_WORDS: Final[dict[str, int]] = {
-    "today": 0,
-    "tonight": 0,
-    "this morning": 0,
-    "this afternoon": 0,
-    "this evening": 0,
-    "yesterday": -1,
-    "last night": -1,
-    "tomorrow": 1,
     "the day before yesterday": -2,
     "the day after tomorrow": 2,
-    "今天": 0,
-    "今日": 0,
-    "今早": 0,
-    "今晚": 0,
-    "今儿": 0,
-    "今天早上": 0,
-    "今天晚上": 0,
-    "昨天": -1,
-    "昨日": -1,
-    "昨晚": -1,
-    "昨儿": -1,
-    "前天": -2,
-    "前日": -2,
+    **dict.fromkeys(("today", "tonight", "this morning", "this afternoon", "this evening"), 0),
+    **dict.fromkeys(("yesterday", "last night"), -1),
+    "tomorrow": 1,
+    **dict.fromkeys(_words("今天 今日 今早 今晚 今儿 今天早上 今天晚上"), 0),
+    **dict.fromkeys(_words("昨天 昨日 昨晚 昨儿"), -1),
+    **dict.fromkeys(_words("前天 前日"), -2),
     "大前天": -3,
-    "明天": 1,
-    "明日": 1,
-    "明早": 1,
-    "明晚": 1,
+    **dict.fromkeys(_words("明天 明日 明早 明晚"), 1),
     "后天": 2,
     "大后天": 3,
 }
@@ -1072,9 +845,14 @@ def _bare_weekday(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
 
 def _holiday(m: re.Match[str], ctx: _Ctx) -> tuple[DateRange, ...] | None:
     name = m["h"]
-    make = _HOLIDAYS.get(name) or _HOLIDAYS.get(name.replace("'", ""))
-    if make is None:
+    span = HOLIDAYS.get(name) or HOLIDAYS.get(name.replace("'", ""))
+    if span is None:
         return None
+
+    def make(year: int, span: Callable[[int], Span | None] = span) -> DateRange | None:
+        found = span(year)
+        return DateRange(*found) if found is not None else None
+
     if _g(m, "y"):
         year = _zh_number(m["y"])
         return _one(make(year)) if year is not None else None
