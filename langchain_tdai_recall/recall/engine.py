@@ -421,6 +421,7 @@ class RecallEngine:
             when=asked.window if asked is not None else None,
         )
         outcome.time_only = asked is not None and asked.only_time
+        outcome.time_narrow = asked is not None and asked.narrow
         if cfg.time_aware:
             outcome.timings_ms["when"] = resolving
         return outcome, asked

@@ -18,10 +18,11 @@ and is relaxed in two cases, both measured in `benchmarks/results/quality.md`:
 
 A third path serves **time questions** ("what did I buy last month?"): when the message names a
 time (`recall.time_aware`), the search flags the candidates whose activity time (else write time)
-falls in it (`RankedHit.in_range`, see `recall.search`). Such a memory is injected when its
-relevance reaches `IN_RANGE_BEST_SHARE` of the best in-range candidate's and
-`IN_RANGE_FLOOR × threshold`: the memories of that time that match the rest of the words
-("buy"), not every memory of the month. When the rest of the message is only question words
+falls in it (`RankedHit.in_range`, see `recall.search`). When that time picks memories out (a
+few months at most, `SearchOutcome.time_narrow`; "this year" rather names the present), such a
+memory is injected when its relevance reaches `IN_RANGE_BEST_SHARE` of the best in-range
+candidate's and `IN_RANGE_FLOOR × threshold`: the memories of that time that match the rest of
+the words ("buy"), not every memory of the month. When the rest of the message is only question words
 ("what did I do last weekend?", `SearchOutcome.time_only`) the in-range candidates pass as
 ranked, up to `recall.max_results`. The time only adds: a memory that reaches the full
 threshold on its own keeps its place (dropped only by `recall.max_results` memories that do so
@@ -105,7 +106,7 @@ def injected(
     on_topic = outcome.scope_coverage >= ON_TOPIC_COVERAGE and best >= ANCHOR_SHARE * threshold
     base = threshold * (ON_TOPIC_SHARE if on_topic else 1.0)
     relevant = [h for h in candidates if h.score >= base * priority_factor(h.priority) - 1e-6]
-    bar = _in_range_bar(candidates, threshold, time_only=outcome.time_only)
+    bar = _in_range_bar(candidates, threshold, outcome)
     if bar == float("inf"):
         return relevant[:limit]
     # The time adds memories. It never pushes out one that reaches the full threshold on its
@@ -124,11 +125,13 @@ def injected(
     return [h for h in candidates if h.rowid in chosen]
 
 
-def _in_range_bar(candidates: list[RankedHit], threshold: float, *, time_only: bool) -> float:
-    """The relevance an in-range candidate needs (infinite when there is none)."""
+def _in_range_bar(candidates: list[RankedHit], threshold: float, outcome: SearchOutcome) -> float:
+    """The relevance an in-range candidate needs (infinite when the rule does not apply)."""
     scores = [h.score for h in candidates if h.in_range]
     if not scores:
         return float("inf")
-    if time_only:
+    if outcome.time_only:
         return 0.0
+    if not outcome.time_narrow:
+        return float("inf")
     return max(IN_RANGE_FLOOR * threshold, IN_RANGE_BEST_SHARE * max(scores))

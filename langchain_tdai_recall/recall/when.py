@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Final
 
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.stores._index.times import TimeWindow
 from langchain_tdai_recall.text.timeexpr import DateRange, resolve_time
 
-__all__ = ["AskedTime", "asked_time", "check_now", "local_today"]
+__all__ = ["NARROW_DAYS", "AskedTime", "asked_time", "check_now", "local_today"]
+
+NARROW_DAYS: Final = 92
+"""Most days a message's dates may span for its memories of that time to pass the injection gate
+on their own rule (a season; "this year", "今年" mostly name the present, not what to recall)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +32,13 @@ class AskedTime:
     """The same ranges as epoch intervals (`stores._index.times`)."""
     only_time: bool
     """Whether the message asks only about the time (`ResolvedTime.only_time`)."""
+
+    @property
+    def narrow(self) -> bool:
+        """Whether the dates span at most `NARROW_DAYS` in all: a time that picks memories out
+        ("last month", "over Christmas"), not one that names the present ("this year").
+        """
+        return sum(r.days for r in self.ranges) <= NARROW_DAYS
 
 
 def check_now(value: object, *, field: str = "now") -> dt.datetime | None:

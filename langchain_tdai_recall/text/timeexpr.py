@@ -1041,8 +1041,8 @@ _PATTERN_TABLE: Final[tuple[tuple[str, _Handler], ...]] = (
         _rel_unit,
     ),
     (rf"{_WHICH_ZH}(?P<unit>周|星期|礼拜){_NOT_AFTER_WEEK}", _rel_unit),
+    (rf"{_WHICH_ZH}(?P<unit>月)月?(?P<part>初|中|底|末)", _rel_unit),
     (rf"{_WHICH_ZH}(?P<unit>月){_NOT_AFTER_MONTH}", _rel_unit),
-    (rf"{_WHICH_ZH}(?P<unit>月)(?P<part>初|中|底|末)", _rel_unit),
     (r"(?P<rely>大前年|前年|去年|今年|明年|后年)", _zh_rel_year_only),
     # expressions without a year: the message's tense decides which occurrence
     (rf"{_WB}(?P<wd>{_WEEKDAY_WORD}){_WE}", _bare_weekday),

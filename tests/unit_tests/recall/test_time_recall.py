@@ -112,13 +112,18 @@ def test_in_range_memories_that_match_the_rest_of_the_words_pass() -> None:
         _hit(3, IN_RANGE_BEST_SHARE * best - 0.001, in_range=True),  # the rest of the month
         _hit(4, 0.25),  # out of range and below the threshold
     )
-    outcome = SearchOutcome(hits, "hybrid", scope_coverage=0.0)
+    outcome = SearchOutcome(hits, "hybrid", scope_coverage=0.0, time_narrow=True)
     assert [h.rowid for h in injected(outcome, threshold=0.3, limit=5)] == [1, 2]
+    # a wide time ("this year") names the present: its memories need their relevance
+    outcome.time_narrow = False
+    assert injected(outcome, threshold=0.3, limit=5) == []
 
 
 def test_in_range_memories_need_the_floor() -> None:
     weak = IN_RANGE_FLOOR * 0.3 - 0.001
-    outcome = SearchOutcome(_sorted(_hit(1, weak, in_range=True)), "hybrid", scope_coverage=0.0)
+    outcome = SearchOutcome(
+        _sorted(_hit(1, weak, in_range=True)), "hybrid", scope_coverage=0.0, time_narrow=True
+    )
     assert injected(outcome, threshold=0.3, limit=5) == []
     outcome.time_only = True  # "what did I do last weekend?": the time is the whole question
     assert [h.rowid for h in injected(outcome, threshold=0.3, limit=5)] == [1]
@@ -133,7 +138,7 @@ def test_the_time_never_pushes_out_a_relevant_memory() -> None:
         _hit(4, 0.35),
         _hit(5, 0.31),
     )
-    outcome = SearchOutcome(hits, "hybrid", scope_coverage=0.0)
+    outcome = SearchOutcome(hits, "hybrid", scope_coverage=0.0, time_narrow=True)
     assert [h.rowid for h in injected(outcome, threshold=0.3, limit=3)] == [1, 4, 5]
     assert [h.rowid for h in injected(outcome, threshold=0.3, limit=5)] == [1, 2, 3, 4, 5]
     # on topic (half the threshold) the in-range ones pass on relevance too; those reaching
@@ -143,7 +148,7 @@ def test_the_time_never_pushes_out_a_relevant_memory() -> None:
     on_topic_only = _sorted(
         _hit(1, 0.25, in_range=True), _hit(2, 0.24, in_range=True), _hit(6, 0.2)
     )
-    outcome = SearchOutcome(on_topic_only, "hybrid", scope_coverage=1.0)
+    outcome = SearchOutcome(on_topic_only, "hybrid", scope_coverage=1.0, time_narrow=True)
     # 6 passes on topic only (0.2 < 0.3): it ranks below the boosted in-range ones
     assert [h.rowid for h in injected(outcome, threshold=0.3, limit=2)] == [1, 2]
 
@@ -311,3 +316,20 @@ def test_a_write_time_is_matched_only_when_the_window_asks_for_it() -> None:
     today = [(dt.date(2026, 12, 3), dt.date(2026, 12, 3))]
     assert table.rows(TimeWindow.from_dates(today, SHANGHAI)).tolist() == [7]
     assert table.rows(TimeWindow.from_dates(today, SHANGHAI, written=False)).tolist() == []
+
+
+@pytest.mark.parametrize(
+    ("text", "narrow"),
+    [
+        ("What did I buy last month?", True),
+        ("What did I do last summer?", True),  # 92 days
+        ("What am I doing over Christmas?", True),
+        ("How old is my mother this year?", False),
+        ("我妹妹今年是不是参加高考了？", False),
+        ("Where did we travel last year?", False),
+    ],
+)
+def test_a_time_of_a_few_months_at_most_picks_memories_out(text: str, narrow: bool) -> None:
+    asked = asked_time(text, now=NOW, tz=SHANGHAI)
+    assert asked is not None
+    assert asked.narrow is narrow
