@@ -22,8 +22,8 @@ falls in it (`RankedHit.in_range`, see `recall.search`). When that time picks me
 few months at most, `SearchOutcome.time_narrow`; "this year" rather names the present), such a
 memory is injected when its relevance reaches `IN_RANGE_BEST_SHARE` of the best in-range
 candidate's and `IN_RANGE_FLOOR × threshold`: the memories of that time that match the rest of
-the words ("buy"), not every memory of the month. When the rest of the message is only question words
-("what did I do last weekend?", `SearchOutcome.time_only`) the in-range candidates pass as
+the words ("buy"), not every memory of the month. When the rest of the message is only question
+words ("what did I do last weekend?", `SearchOutcome.time_only`) the in-range candidates pass as
 ranked, up to `recall.max_results`. The time only adds: a memory that reaches the full
 threshold on its own keeps its place (dropped only by `recall.max_results` memories that do so
 too), and the on-topic and in-range ones share what is left, by their boosted rank.

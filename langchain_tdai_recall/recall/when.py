@@ -35,8 +35,10 @@ class AskedTime:
 
     @property
     def narrow(self) -> bool:
-        """Whether the dates span at most `NARROW_DAYS` in all: a time that picks memories out
-        ("last month", "over Christmas"), not one that names the present ("this year").
+        """Whether the dates span at most `NARROW_DAYS` in all.
+
+        Such a time picks memories out ("last month", "over Christmas"); a longer one mostly
+        names the present ("this year").
         """
         return sum(r.days for r in self.ranges) <= NARROW_DAYS
 
