@@ -507,8 +507,8 @@ def _score_window(
         if keyword:
             coverage[rowid] = cov.get(rowid, 0.0)
             ranked[rowid] = rnk.get(rowid, 0.0)
-    inside = set(rows.tolist())
-    return frozenset(r for r in {*cosines, *coverage} if r in inside)
+    candidates = np.fromiter({*cosines, *coverage}, np.int64)
+    return frozenset(candidates[np.isin(candidates, rows)].tolist())
 
 
 def _vector_backlog(index: LayerIndex) -> tuple[int, str | None]:

@@ -35,7 +35,7 @@ from langchain_tdai_recall.stores._index.extras import (
 )
 from langchain_tdai_recall.stores._index.keyword import KeywordHits, KeywordIndex, KeywordState
 from langchain_tdai_recall.stores._index.profile import ProfileHead
-from langchain_tdai_recall.stores._index.times import TimeTable, TimeWindow
+from langchain_tdai_recall.stores._index.times import RowTime, TimeIndex, TimeWindow
 from langchain_tdai_recall.stores.records import Layer, MemoryRow, MessageRow
 from langchain_tdai_recall.text.tokenize import Query, Tokenizer
 from langchain_tdai_recall.types import Scope
@@ -218,11 +218,11 @@ class LayerIndex:
         """The expiry table and the version it was built at."""
         self._excluded: tuple[tuple[int, int], frozenset[int]] = ((0, 0), frozenset())
         """The rows left out of searches, by (version, expired rows) they were found at."""
-        self._written: dict[int, float] | None = None
-        """L1 write times (epoch seconds) by row, read from `RowMeta.created` on the first time
-        lookup and kept up to date from then on (a scope never asked about time pays nothing)."""
-        self._times: tuple[int, TimeTable] | None = None
-        """The time table and the version it was built at."""
+        self._written: dict[int, float] = {}
+        """Write times (epoch seconds) by row, read from `RowMeta.created` when a time lookup
+        first needs them (a scope never asked about time pays nothing)."""
+        self._times = TimeIndex()
+        """The rows' times for time-range lookups (`stores._index.times`)."""
 
     def refresh(self) -> None:
         """Apply every change written to this scope's layer since the last refresh."""
@@ -325,7 +325,8 @@ class LayerIndex:
             self.vectors = vectors
             self.meta = dict(zip(rowids, state.metas, strict=True))
             self.extras = dict(state.extras)
-            self._written = None
+            self._written = {}
+            self._times.reset()
             self._hidden = {rowid for rowid, e in self.extras.items() if e.hidden}
             self._expiring = {
                 rowid: e.expires for rowid, e in self.extras.items() if e.expires is not None
@@ -395,32 +396,26 @@ class LayerIndex:
         activity time is matched by its write time when `window.written`.
 
         Expired and hidden rows are included (searches leave them out). The table is built on
-        the first call and again after the rows change (`stores._index.times`).
+        the first call and kept current after writes (`stores._index.times.TimeIndex`).
         """
         with self._klock:
-            cached = self._times
-            if cached is None or cached[0] != self._version:
-                cached = (self._version, self._time_table())
-                self._times = cached
-            return cached[1].rows(window)
+            return self._times.rows(window, self._row_time, self.meta.keys)
 
-    def _time_table(self) -> TimeTable:
-        """Every row's (start, end) time. Call under `_klock`."""
-        written = self._written
-        if written is None:
-            written = {rowid: epoch(m.created) or 0.0 for rowid, m in self.meta.items()}
-            self._written = written
-        extras, meta = self.extras, self.meta
-        rows: list[tuple[int, float, float]] = []
-        moments: list[tuple[int, float]] = []
-        for rowid, at in written.items():
-            extra = extras.get(rowid)
-            if extra is not None and extra.active_from is not None:
-                end = extra.active_to if extra.active_to is not None else extra.active_from
-                rows.append((rowid, extra.active_from, max(end, extra.active_from)))
-            elif meta[rowid].kind == "episodic" or self.layer == "l0":
-                moments.append((rowid, at))
-        return TimeTable(rows, moments)
+    def _row_time(self, rowid: int) -> RowTime | None:
+        """A row's time for range lookups, or `None`. Call under `_klock`."""
+        meta = self.meta.get(rowid)
+        if meta is None:
+            return None
+        extra = self.extras.get(rowid)
+        if extra is not None and extra.active_from is not None:
+            end = extra.active_to if extra.active_to is not None else extra.active_from
+            return extra.active_from, max(end, extra.active_from), False
+        if meta.kind != "episodic" and self.layer == "l1":
+            return None
+        at = self._written.get(rowid)
+        if at is None:
+            at = self._written[rowid] = epoch(meta.created) or 0.0
+        return at, at, True
 
     def newest_rows(self, where: MemoryFilter | None) -> list[int]:
         """Rows passing `where` that have not expired, hidden ones included, newest first.
@@ -452,8 +447,8 @@ class LayerIndex:
             self.extras.pop(rowid, None)
             self._hidden.discard(rowid)
             self._expiring.pop(rowid, None)
-            if self._written is not None:
-                self._written.pop(rowid, None)
+            self._written.pop(rowid, None)
+        self._times.changed(rowids)
 
     def _track_extras(self, row: MemoryRow) -> None:
         extras = row_extras(row.record)
@@ -487,8 +482,7 @@ class LayerIndex:
                     row.record.updated_at,
                     row.record.created_at,
                 )
-                if self._written is not None:
-                    self._written[row.rowid] = epoch(meta.created) or 0.0
+                self._written.pop(row.rowid, None)
             else:
                 meta = row_meta(
                     row.record.id,
@@ -500,6 +494,7 @@ class LayerIndex:
                 )
             self.meta[row.rowid] = meta
             self._track_priority(row.rowid, meta)
+            self._times.changed((row.rowid,))
             if self.embedder is not None and row.embedder == self.embedder and row.vector:
                 with_vec.append(row.rowid)
                 blobs.append(row.vector)

@@ -24,14 +24,22 @@ apart and checked all at once), so its cost follows the rows near the range, not
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["LONG_SPAN", "TimeTable", "TimeWindow", "is_date_span"]
+__all__ = [
+    "LONG_SPAN",
+    "REBUILD_MIN",
+    "RowTime",
+    "TimeIndex",
+    "TimeTable",
+    "TimeWindow",
+    "is_date_span",
+]
 
 _DAY: Final = 86_400.0
 
@@ -72,6 +80,14 @@ class TimeWindow:
             absolute.append((_midnight(first, tz), _midnight(after, tz)))
         return cls(tuple(floating), tuple(absolute), written)
 
+    def matches(self, time: RowTime) -> bool:
+        """Whether a row's time overlaps the window (as `TimeTable.rows` decides)."""
+        start, end, by_write = time
+        if by_write:
+            return self.written and any(low <= start < high for low, high in self.absolute)
+        ranges = self.floating if is_date_span(start, end) else self.absolute
+        return any(start < high and end >= low for low, high in ranges)
+
 
 def _midnight(day: dt.date, tz: dt.tzinfo) -> float:
     return dt.datetime(day.year, day.month, day.day, tzinfo=tz).timestamp()
@@ -109,29 +125,42 @@ class _Sorted:
         return parts
 
 
+RowTime = tuple[float, float, bool]
+"""A row's (start, end) epochs and whether they are its write time (a moment, start = end)."""
+
+REBUILD_MIN: Final = 1024
+"""Rows changed since a table was built that are looked up one by one before it is rebuilt (at
+least; a sixteenth of the table's rows when that is more)."""
+
+
 class TimeTable:
     """Every L1 row's time, by kind, for range lookups. Immutable once built."""
 
     __slots__ = ("_absolute", "_floating", "_written", "size")
 
-    def __init__(
-        self,
-        rows: Iterable[tuple[int, float, float]],
-        written: Iterable[tuple[int, float]] = (),
-    ) -> None:
-        """Build from activity (row id, start, end) and write (row id, moment) epochs.
-
-        Activity dates are recognised by `is_date_span`.
-        """
-        table = np.asarray(list(rows), dtype=np.float64).reshape(-1, 3)
-        rowids = table[:, 0].astype(np.int64)
-        starts, ends = table[:, 1], table[:, 2]
-        dates = (starts % _DAY == 0) & (ends != np.round(ends)) & (np.round(ends) % _DAY == 0)
-        self._floating = _Sorted(rowids[dates], starts[dates], ends[dates])
-        self._absolute = _Sorted(rowids[~dates], starts[~dates], ends[~dates])
-        moments = np.asarray(list(written), dtype=np.float64).reshape(-1, 2)
-        self._written = _Sorted(moments[:, 0].astype(np.int64), moments[:, 1], moments[:, 1])
-        self.size = int(rowids.size + moments.shape[0])
+    def __init__(self, rows: Iterable[tuple[int, RowTime]]) -> None:
+        """Build from (row id, time); activity dates are recognised by `is_date_span`."""
+        ids: list[int] = []
+        starts: list[float] = []
+        ends: list[float] = []
+        written: list[bool] = []
+        for rowid, (start, end, by_write) in rows:
+            ids.append(rowid)
+            starts.append(start)
+            ends.append(end)
+            written.append(by_write)
+        rowids = np.asarray(ids, dtype=np.int64)
+        first = np.asarray(starts, dtype=np.float64)
+        last = np.asarray(ends, dtype=np.float64)
+        moment = np.asarray(written, dtype=bool)
+        dates = (
+            ~moment & (first % _DAY == 0) & (last != np.round(last)) & (np.round(last) % _DAY == 0)
+        )
+        instants = ~moment & ~dates
+        self._floating = _Sorted(rowids[dates], first[dates], last[dates])
+        self._absolute = _Sorted(rowids[instants], first[instants], last[instants])
+        self._written = _Sorted(rowids[moment], first[moment], last[moment])
+        self.size = int(rowids.size)
 
     def rows(self, window: TimeWindow) -> npt.NDArray[np.int64]:
         """The rows whose time overlaps any range of `window`, sorted, without repeats."""
@@ -145,3 +174,51 @@ class TimeTable:
         if not parts:
             return np.empty(0, dtype=np.int64)
         return np.unique(np.concatenate(parts))
+
+
+class TimeIndex:
+    """A `TimeTable` kept current.
+
+    Rows written or deleted since the table was built are looked up one by one until there are
+    `REBUILD_MIN` of them, so a write costs nothing here and the table is rebuilt only now and
+    then. The caller locks.
+    """
+
+    __slots__ = ("_changed", "_table")
+
+    def __init__(self) -> None:
+        self._table: TimeTable | None = None
+        self._changed: set[int] = set()
+
+    def changed(self, rowids: Iterable[int]) -> None:
+        """Rows written or deleted (nothing to do before the first lookup)."""
+        if self._table is not None:
+            self._changed.update(rowids)
+
+    def reset(self) -> None:
+        """Forget the table (the rows were replaced)."""
+        self._table = None
+        self._changed = set()
+
+    def rows(
+        self,
+        window: TimeWindow,
+        time_of: Callable[[int], RowTime | None],
+        every_row: Callable[[], Iterable[int]],
+    ) -> npt.NDArray[np.int64]:
+        """The rows whose time overlaps `window`, sorted.
+
+        `time_of` gives a row's time (`None`: deleted, or no time), `every_row` the rows to
+        build from.
+        """
+        table = self._table
+        if table is None or len(self._changed) > max(REBUILD_MIN, table.size // 16):
+            table = TimeTable((r, t) for r in every_row() if (t := time_of(r)) is not None)
+            self._table, self._changed = table, set()
+        found = table.rows(window)
+        if not self._changed:
+            return found
+        changed = np.fromiter(self._changed, np.int64, len(self._changed))
+        found = found[~np.isin(found, changed)]
+        again = [r for r in self._changed if (t := time_of(r)) is not None and window.matches(t)]
+        return np.union1d(found, np.asarray(again, dtype=np.int64)) if again else found

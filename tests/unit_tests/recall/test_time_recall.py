@@ -13,7 +13,14 @@ from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.recall.gate import IN_RANGE_BEST_SHARE, IN_RANGE_FLOOR, injected
 from langchain_tdai_recall.recall.search import TIME_RANK_BOOST, RankedHit, SearchOutcome
 from langchain_tdai_recall.recall.when import asked_time
-from langchain_tdai_recall.stores._index.times import LONG_SPAN, TimeTable, TimeWindow
+from langchain_tdai_recall.stores._index.times import (
+    LONG_SPAN,
+    REBUILD_MIN,
+    RowTime,
+    TimeIndex,
+    TimeTable,
+    TimeWindow,
+)
 from langchain_tdai_recall.testing import HashEmbeddings
 
 USER = "time-user"
@@ -29,18 +36,23 @@ def _epoch(text: str) -> float:
     return dt.datetime.fromisoformat(text).timestamp()
 
 
-def _date_row(rowid: int, first: str, last: str) -> tuple[int, float, float]:
+def _date_row(rowid: int, first: str, last: str) -> tuple[int, RowTime]:
+    """A row whose activity runs over dates, stored as `stores._index.extras.epoch` does."""
     start = dt.datetime.fromisoformat(first).replace(tzinfo=dt.UTC).timestamp()
     end = dt.datetime.combine(dt.date.fromisoformat(last), dt.time.max, dt.UTC).timestamp()
-    return rowid, start, end
+    return rowid, (start, end, False)
+
+
+def _moment_row(rowid: int, at: str) -> tuple[int, RowTime]:
+    return rowid, (_epoch(at), _epoch(at), False)
 
 
 def test_dates_match_as_dates_and_moments_as_local_days() -> None:
     table = TimeTable(
         [
             _date_row(1, "2026-11-30", "2026-11-30"),  # a date: 30 November wherever you are
-            (2, _epoch("2026-11-30T20:00:00+00:00"), _epoch("2026-11-30T20:00:00+00:00")),
-            (3, _epoch("2026-12-01T07:00:00+08:00"), _epoch("2026-12-01T07:00:00+08:00")),
+            _moment_row(2, "2026-11-30T20:00:00+00:00"),
+            _moment_row(3, "2026-12-01T07:00:00+08:00"),
             _date_row(4, "2026-12-01", "2026-12-01"),
         ]
     )
@@ -62,7 +74,7 @@ def test_long_spans_and_overlaps_are_found() -> None:
     table = TimeTable(rows)
     november = TimeWindow.from_dates([(dt.date(2026, 11, 1), dt.date(2026, 11, 30))], dt.UTC)
     assert table.rows(november).tolist() == [1, 2, 3]
-    assert rows[0][2] - rows[0][1] > LONG_SPAN
+    assert rows[0][1][1] - rows[0][1][0] > LONG_SPAN
     # two ranges at once, no repeats
     both = TimeWindow.from_dates(
         [
@@ -74,21 +86,58 @@ def test_long_spans_and_overlaps_are_found() -> None:
     assert table.rows(both).tolist() == [1, 3, 4, 5]
 
 
+def _random_rows(rng: np.random.Generator, count: int, base: float) -> list[tuple[int, RowTime]]:
+    rows = []
+    for rowid in range(count):
+        start = base + float(rng.integers(0, 365 * 86_400))
+        kind = int(rng.integers(0, 3))
+        if kind == 0:  # a date span
+            first = dt.datetime.fromtimestamp(start, dt.UTC).date()
+            last = first + dt.timedelta(days=int(rng.choice([0, 2, 90])))
+            rows.append(_date_row(rowid, first.isoformat(), last.isoformat()))
+        else:  # an instant or interval, or a write time
+            span = float(rng.choice([0, 3600, 86_400 * 3, 86_400 * 90])) if kind == 1 else 0.0
+            rows.append((rowid, (start, start + span, kind == 2)))
+    return rows
+
+
+def _brute_force(rows: list[tuple[int, RowTime]], window: TimeWindow) -> list[int]:
+    return sorted(r for r, t in rows if window.matches(t))
+
+
 def test_lookup_matches_a_brute_force_scan() -> None:
     rng = np.random.default_rng(7)
-    base = _epoch("2026-01-01T00:00:00+00:00")
-    rows = []
-    for rowid in range(2000):
-        start = base + float(rng.integers(0, 365 * 86_400))
-        span = float(rng.choice([0, 3600, 86_400 * 3, 86_400 * 90]))
-        rows.append((rowid, start, start + span))
+    rows = _random_rows(rng, 3000, _epoch("2026-01-01T00:00:00+00:00"))
     table = TimeTable(rows)
     for first_day in (10, 100, 200, 300):
         first = dt.date(2026, 1, 1) + dt.timedelta(days=first_day)
-        window = TimeWindow.from_dates([(first, first + dt.timedelta(days=20))], dt.UTC)
-        low, high = window.absolute[0]
-        expected = sorted(r for r, s, e in rows if s < high and e >= low)
-        assert table.rows(window).tolist() == expected
+        for written in (True, False):
+            window = TimeWindow.from_dates(
+                [(first, first + dt.timedelta(days=20))], SHANGHAI, written=written
+            )
+            assert table.rows(window).tolist() == _brute_force(rows, window)
+
+
+def test_the_time_index_follows_writes_and_deletions() -> None:
+    rng = np.random.default_rng(11)
+    rows = dict(_random_rows(rng, 2000, _epoch("2026-01-01T00:00:00+00:00")))
+    index = TimeIndex()
+    window = TimeWindow.from_dates([(dt.date(2026, 3, 1), dt.date(2026, 4, 30))], dt.UTC)
+
+    def lookup() -> list[int]:
+        return index.rows(window, rows.get, lambda: list(rows)).tolist()
+
+    assert lookup() == _brute_force(list(rows.items()), window)
+    # a few changes are looked up one by one; many make the table be rebuilt
+    for changes in (5, REBUILD_MIN + 10):
+        for _ in range(changes):
+            rowid = int(rng.integers(0, 2500))
+            if rowid in rows and rng.random() < 0.3:
+                del rows[rowid]
+            else:
+                rows[rowid] = _random_rows(rng, 1, _epoch("2026-02-15T00:00:00+00:00"))[0][1]
+            index.changed([rowid])
+        assert lookup() == _brute_force(list(rows.items()), window)
 
 
 # -- the gate's in-range path --------------------------------------------------------------------
@@ -312,7 +361,7 @@ def test_write_times_count_only_for_the_past(text: str, written: bool) -> None:
 
 def test_a_write_time_is_matched_only_when_the_window_asks_for_it() -> None:
     told = _epoch("2026-12-03T09:00:00+08:00")
-    table = TimeTable([], [(7, told)])
+    table = TimeTable([(7, (told, told, True))])
     today = [(dt.date(2026, 12, 3), dt.date(2026, 12, 3))]
     assert table.rows(TimeWindow.from_dates(today, SHANGHAI)).tolist() == [7]
     assert table.rows(TimeWindow.from_dates(today, SHANGHAI, written=False)).tolist() == []
