@@ -10,9 +10,9 @@ import pytest
 
 from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.recall.gate import IN_RANGE_BEST_SHARE, IN_RANGE_FLOOR, injected
+from langchain_tdai_recall.recall.gate import injected
 from langchain_tdai_recall.recall.search import TIME_RANK_BOOST, RankedHit, SearchOutcome
-from langchain_tdai_recall.recall.when import asked_time
+from langchain_tdai_recall.recall.when import IN_RANGE_BEST_SHARE, IN_RANGE_FLOOR, asked_time
 from langchain_tdai_recall.stores._index.times import (
     LONG_SPAN,
     REBUILD_MIN,
