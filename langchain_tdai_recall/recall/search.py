@@ -490,17 +490,16 @@ def _score_window(
         cov = dict(zip(found.ids.tolist(), found.coverage.tolist(), strict=True))
         rnk = dict(zip(found.ids.tolist(), found.ranked.tolist(), strict=True))
     # keep the best `depth` of the newcomers: by the rank they will get, then as `_fuse` breaks
-    # ties (priority, recency, id)
+    # ties (priority, recency, id); only those at or above the depth-th rank are sorted
     w = EMBEDDING_WEIGHT
+    rank = {r: w * max(cos.get(r, 0.0), 0.0) + (1 - w) * rnk.get(r, 0.0) for r in new}
+    if len(new) > depth:
+        cutoff = sorted(rank.values(), reverse=True)[depth - 1]
+        new = [r for r in new if rank[r] >= cutoff]
     meta = index.meta
     order = sorted(new, key=lambda r: meta[r].id)
     order.sort(key=lambda r: meta[r].recency, reverse=True)
-    order.sort(
-        key=lambda r: (
-            -(w * max(cos.get(r, 0.0), 0.0) + (1 - w) * rnk.get(r, 0.0)),
-            -meta[r].priority,
-        )
-    )
+    order.sort(key=lambda r: (-rank[r], -meta[r].priority))
     for rowid in order[:depth]:
         if vector is not None:
             cosines[rowid] = cos.get(rowid, 0.0)

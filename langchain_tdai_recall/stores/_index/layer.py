@@ -14,6 +14,7 @@ caught up the same way, so a snapshot only ever saves work; it never replaces th
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import logging
 import sys
 import threading
@@ -35,7 +36,13 @@ from langchain_tdai_recall.stores._index.extras import (
 )
 from langchain_tdai_recall.stores._index.keyword import KeywordHits, KeywordIndex, KeywordState
 from langchain_tdai_recall.stores._index.profile import ProfileHead
-from langchain_tdai_recall.stores._index.times import RowTime, TimeIndex, TimeWindow
+from langchain_tdai_recall.stores._index.times import (
+    RowTime,
+    TimeArrays,
+    TimeIndex,
+    TimeWindow,
+    epochs,
+)
 from langchain_tdai_recall.stores.records import Layer, MemoryRow, MessageRow
 from langchain_tdai_recall.text.tokenize import Query, Tokenizer
 from langchain_tdai_recall.types import Scope
@@ -399,7 +406,32 @@ class LayerIndex:
         the first call and kept current after writes (`stores._index.times.TimeIndex`).
         """
         with self._klock:
-            return self._times.rows(window, self._row_time, self.meta.keys)
+            return self._times.rows(window, self._row_time, self._time_arrays)
+
+    def _time_arrays(self) -> TimeArrays:
+        """Every row's time, built in bulk (the first lookup of a large scope). Under `_klock`."""
+        active: dict[int, tuple[float, float]] = {}
+        for rowid, extra in self.extras.items():
+            if extra.active_from is not None and rowid in self.meta:
+                end = extra.active_to if extra.active_to is not None else extra.active_from
+                active[rowid] = (extra.active_from, max(end, extra.active_from))
+        timed = [
+            (rowid, meta.created)
+            for rowid, meta in self.meta.items()
+            if rowid not in active and (meta.kind == "episodic" or self.layer == "l0")
+        ]
+        written = epochs([created for _, created in timed])
+        n_active = len(active)
+        return (
+            np.fromiter(itertools.chain(active, (r for r, _ in timed)), np.int64),
+            np.concatenate(
+                (np.fromiter((a for a, _ in active.values()), float, n_active), written)
+            ),
+            np.concatenate(
+                (np.fromiter((b for _, b in active.values()), float, n_active), written)
+            ),
+            np.concatenate((np.zeros(n_active, dtype=bool), np.ones(len(timed), dtype=bool))),
+        )
 
     def _row_time(self, rowid: int) -> RowTime | None:
         """A row's time for range lookups, or `None`. Call under `_klock`."""

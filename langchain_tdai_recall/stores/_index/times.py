@@ -31,10 +31,13 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from langchain_tdai_recall.stores._index.extras import epoch
+
 __all__ = [
     "LONG_SPAN",
     "REBUILD_MIN",
     "RowTime",
+    "TimeArrays",
     "TimeIndex",
     "TimeTable",
     "TimeWindow",
@@ -42,6 +45,7 @@ __all__ = [
 ]
 
 _DAY: Final = 86_400.0
+_ISO_UTC_LENGTH: Final = len("2026-11-03T10:00:00.000Z")
 
 LONG_SPAN: Final = 62 * _DAY
 """Rows whose time spans longer than this (seconds) are checked apart from the sorted ones."""
@@ -128,6 +132,11 @@ class _Sorted:
 RowTime = tuple[float, float, bool]
 """A row's (start, end) epochs and whether they are its write time (a moment, start = end)."""
 
+TimeArrays = tuple[
+    npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]
+]
+"""Many rows' times as parallel arrays: row ids, starts, ends, whether each is a write time."""
+
 REBUILD_MIN: Final = 1024
 """Rows changed since a table was built that are looked up one by one before it is rebuilt (at
 least; a sixteenth of the table's rows when that is more)."""
@@ -138,21 +147,9 @@ class TimeTable:
 
     __slots__ = ("_absolute", "_floating", "_written", "size")
 
-    def __init__(self, rows: Iterable[tuple[int, RowTime]]) -> None:
-        """Build from (row id, time); activity dates are recognised by `is_date_span`."""
-        ids: list[int] = []
-        starts: list[float] = []
-        ends: list[float] = []
-        written: list[bool] = []
-        for rowid, (start, end, by_write) in rows:
-            ids.append(rowid)
-            starts.append(start)
-            ends.append(end)
-            written.append(by_write)
-        rowids = np.asarray(ids, dtype=np.int64)
-        first = np.asarray(starts, dtype=np.float64)
-        last = np.asarray(ends, dtype=np.float64)
-        moment = np.asarray(written, dtype=bool)
+    def __init__(self, times: TimeArrays) -> None:
+        """Build from the rows' times; activity dates are recognised by `is_date_span`."""
+        rowids, first, last, moment = times
         dates = (
             ~moment & (first % _DAY == 0) & (last != np.round(last)) & (np.round(last) % _DAY == 0)
         )
@@ -161,6 +158,19 @@ class TimeTable:
         self._absolute = _Sorted(rowids[instants], first[instants], last[instants])
         self._written = _Sorted(rowids[moment], first[moment], last[moment])
         self.size = int(rowids.size)
+
+    @classmethod
+    def of(cls, rows: Iterable[tuple[int, RowTime]]) -> TimeTable:
+        """Build from (row id, time) pairs."""
+        listed = list(rows)
+        return cls(
+            (
+                np.asarray([r for r, _ in listed], dtype=np.int64),
+                np.asarray([t[0] for _, t in listed], dtype=np.float64),
+                np.asarray([t[1] for _, t in listed], dtype=np.float64),
+                np.asarray([t[2] for _, t in listed], dtype=bool),
+            )
+        )
 
     def rows(self, window: TimeWindow) -> npt.NDArray[np.int64]:
         """The rows whose time overlaps any range of `window`, sorted, without repeats."""
@@ -204,16 +214,16 @@ class TimeIndex:
         self,
         window: TimeWindow,
         time_of: Callable[[int], RowTime | None],
-        every_row: Callable[[], Iterable[int]],
+        every_row: Callable[[], TimeArrays],
     ) -> npt.NDArray[np.int64]:
         """The rows whose time overlaps `window`, sorted.
 
-        `time_of` gives a row's time (`None`: deleted, or no time), `every_row` the rows to
-        build from.
+        `time_of` gives one row's time (`None`: deleted, or no time), `every_row` every row's
+        (to build the table from).
         """
         table = self._table
         if table is None or len(self._changed) > max(REBUILD_MIN, table.size // 16):
-            table = TimeTable((r, t) for r in every_row() if (t := time_of(r)) is not None)
+            table = TimeTable(every_row())
             self._table, self._changed = table, set()
         found = table.rows(window)
         if not self._changed:
@@ -222,3 +232,19 @@ class TimeIndex:
         found = found[~np.isin(found, changed)]
         again = [r for r in self._changed if (t := time_of(r)) is not None and window.matches(t)]
         return np.union1d(found, np.asarray(again, dtype=np.int64)) if again else found
+
+
+def epochs(texts: list[str]) -> npt.NDArray[np.float64]:
+    """Epoch seconds of stored write times (`types.iso_utc`: `2026-11-03T10:00:00.000Z`).
+
+    Parsed by numpy in one pass when every text has that form; otherwise one by one
+    (`stores._index.extras.epoch`, naive = UTC; unreadable = 0).
+    """
+    if all(len(t) == _ISO_UTC_LENGTH and t.endswith("Z") for t in texts):
+        try:
+            moments = np.asarray([t[:-1] for t in texts], dtype="datetime64[ms]")
+        except ValueError:
+            pass
+        else:
+            return moments.astype(np.int64).astype(np.float64) / 1000.0
+    return np.asarray([epoch(t) or 0.0 for t in texts], dtype=np.float64)

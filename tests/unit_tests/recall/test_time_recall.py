@@ -17,9 +17,11 @@ from langchain_tdai_recall.stores._index.times import (
     LONG_SPAN,
     REBUILD_MIN,
     RowTime,
+    TimeArrays,
     TimeIndex,
     TimeTable,
     TimeWindow,
+    epochs,
 )
 from langchain_tdai_recall.testing import HashEmbeddings
 
@@ -48,7 +50,7 @@ def _moment_row(rowid: int, at: str) -> tuple[int, RowTime]:
 
 
 def test_dates_match_as_dates_and_moments_as_local_days() -> None:
-    table = TimeTable(
+    table = TimeTable.of(
         [
             _date_row(1, "2026-11-30", "2026-11-30"),  # a date: 30 November wherever you are
             _moment_row(2, "2026-11-30T20:00:00+00:00"),
@@ -71,7 +73,7 @@ def test_long_spans_and_overlaps_are_found() -> None:
         _date_row(4, "2026-10-01", "2026-10-31"),
         _date_row(5, "2026-12-01", "2026-12-01"),
     ]
-    table = TimeTable(rows)
+    table = TimeTable.of(rows)
     november = TimeWindow.from_dates([(dt.date(2026, 11, 1), dt.date(2026, 11, 30))], dt.UTC)
     assert table.rows(november).tolist() == [1, 2, 3]
     assert rows[0][1][1] - rows[0][1][0] > LONG_SPAN
@@ -108,7 +110,7 @@ def _brute_force(rows: list[tuple[int, RowTime]], window: TimeWindow) -> list[in
 def test_lookup_matches_a_brute_force_scan() -> None:
     rng = np.random.default_rng(7)
     rows = _random_rows(rng, 3000, _epoch("2026-01-01T00:00:00+00:00"))
-    table = TimeTable(rows)
+    table = TimeTable.of(rows)
     for first_day in (10, 100, 200, 300):
         first = dt.date(2026, 1, 1) + dt.timedelta(days=first_day)
         for written in (True, False):
@@ -118,6 +120,16 @@ def test_lookup_matches_a_brute_force_scan() -> None:
             assert table.rows(window).tolist() == _brute_force(rows, window)
 
 
+def _arrays(rows: dict[int, RowTime]) -> TimeArrays:
+    ids = list(rows)
+    return (
+        np.asarray(ids, dtype=np.int64),
+        np.asarray([rows[r][0] for r in ids], dtype=np.float64),
+        np.asarray([rows[r][1] for r in ids], dtype=np.float64),
+        np.asarray([rows[r][2] for r in ids], dtype=bool),
+    )
+
+
 def test_the_time_index_follows_writes_and_deletions() -> None:
     rng = np.random.default_rng(11)
     rows = dict(_random_rows(rng, 2000, _epoch("2026-01-01T00:00:00+00:00")))
@@ -125,7 +137,7 @@ def test_the_time_index_follows_writes_and_deletions() -> None:
     window = TimeWindow.from_dates([(dt.date(2026, 3, 1), dt.date(2026, 4, 30))], dt.UTC)
 
     def lookup() -> list[int]:
-        return index.rows(window, rows.get, lambda: list(rows)).tolist()
+        return index.rows(window, rows.get, lambda: _arrays(rows)).tolist()
 
     assert lookup() == _brute_force(list(rows.items()), window)
     # a few changes are looked up one by one; many make the table be rebuilt
@@ -361,7 +373,7 @@ def test_write_times_count_only_for_the_past(text: str, written: bool) -> None:
 
 def test_a_write_time_is_matched_only_when_the_window_asks_for_it() -> None:
     told = _epoch("2026-12-03T09:00:00+08:00")
-    table = TimeTable([(7, (told, told, True))])
+    table = TimeTable.of([(7, (told, told, True))])
     today = [(dt.date(2026, 12, 3), dt.date(2026, 12, 3))]
     assert table.rows(TimeWindow.from_dates(today, SHANGHAI)).tolist() == [7]
     assert table.rows(TimeWindow.from_dates(today, SHANGHAI, written=False)).tolist() == []
@@ -382,3 +394,14 @@ def test_a_time_of_a_few_months_at_most_picks_memories_out(text: str, narrow: bo
     asked = asked_time(text, now=NOW, tz=SHANGHAI)
     assert asked is not None
     assert asked.narrow is narrow
+
+
+def test_write_times_are_parsed_in_bulk_and_one_by_one_alike() -> None:
+    texts = ["2026-11-03T10:00:00.123Z", "2024-02-29T23:59:59.999Z"]
+    expected = [dt.datetime.fromisoformat(t).timestamp() for t in texts]
+    assert epochs(texts).tolist() == pytest.approx(expected, abs=1e-6)
+    # another form anywhere: each is read on its own (naive = UTC, unreadable = 0)
+    mixed = [*texts, "2026-11-03T10:00:00+08:00", "garbage"]
+    assert epochs(mixed).tolist() == pytest.approx(
+        [*expected, _epoch("2026-11-03T10:00:00+08:00"), 0.0], abs=1e-6
+    )
