@@ -25,10 +25,12 @@ order or dictionary iteration. Measurements behind the weights: `benchmarks/resu
 **Time.** A search may carry a `TimeWindow` (the dates a message asks about, resolved by
 `text.timeexpr`). The rows whose activity time (else write time) falls in it are looked up in the
 index's time table (`stores._index.times`); up to `TIME_SCORE_ALL` of them are all scored by
-both legs, more are narrowed to the vector leg's best `3 × limit` among them (plus the keyword
-leg's candidates that are in the window). The best `3 × limit` of them join the candidates,
-flagged `in_range`, and every in-range hit ranks `TIME_RANK_BOOST` higher. Their relevance
-(`score`) is unchanged: whether one is injected is the gate's decision (`recall.gate`).
+both legs, up to `TIME_SCAN_MAX` are narrowed to the vector leg's best `3 × limit` among them,
+and from a wider window the scope's `TIME_WIDE_DEPTH × 3 × limit` nearest that fall in it join
+(with, always, the keyword leg's candidates that are in the window). The best `3 × limit` of
+them join the candidates, flagged `in_range`, and every in-range hit ranks `TIME_RANK_BOOST`
+higher. Their relevance (`score`) is unchanged: whether one is injected is the gate's decision
+(`recall.gate`, `recall.when`).
 
 In a scope of `PARALLEL_LEGS_MIN_ROWS` rows or more, the two legs of a hybrid search run at the
 same time (the vector scan on a worker thread: FAISS and numpy release the GIL), and the keyword
@@ -64,7 +66,9 @@ __all__ = [
     "CANDIDATES_PER_RESULT",
     "EMBEDDING_WEIGHT",
     "TIME_RANK_BOOST",
+    "TIME_SCAN_MAX",
     "TIME_SCORE_ALL",
+    "TIME_WIDE_DEPTH",
     "RankedHit",
     "SearchOutcome",
     "Searcher",
@@ -91,6 +95,14 @@ TIME_RANK_BOOST: Final = 0.15
 
 TIME_SCORE_ALL: Final = 512
 """A time window holding at most this many rows has every one scored by both legs."""
+
+TIME_SCAN_MAX: Final = 2048
+"""A larger window is not scanned by the vector leg row by row (in a large scope the rows are
+float16, and converting them costs about a microsecond per dimension and thousand rows): its
+rows among the scope's `TIME_WIDE_DEPTH × 3 × limit` nearest join instead."""
+
+TIME_WIDE_DEPTH: Final = 4
+"""How much deeper than the search's own vector leg a wide window's candidates are fetched."""
 
 _LEGS = DaemonExecutor(4, name="tdai-vector-leg")
 """Runs the vector leg of large hybrid searches (daemon threads: exit never waits for them)."""
@@ -477,9 +489,12 @@ def _score_window(
     if rows.size > TIME_SCORE_ALL:
         known = np.fromiter({*cosines, *coverage}, np.int64)
         pool = rows[np.isin(rows, known)].tolist()
-        if vector is not None:
+        if vector is not None and rows.size <= TIME_SCAN_MAX:
             ids, _ = index.vector_search(vector, limit=depth, allowed=rows)
             pool += ids.tolist()
+        elif vector is not None:  # a wide window: the scope's nearest, as far as they fall in it
+            ids, _ = index.vector_search(vector, limit=depth * TIME_WIDE_DEPTH, allowed=None)
+            pool += ids[np.isin(ids, rows)].tolist()
         rows = np.unique(np.asarray(pool, dtype=np.int64))
     new = [r for r in rows.tolist() if r not in cosines and r not in coverage]
     cos: dict[int, float] = index.vector_scores(vector, new) if vector is not None else {}
