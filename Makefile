@@ -5,8 +5,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TSTAMP := $(VENV)/.installed-test
+DSTAMP := $(VENV)/.installed-docs
 
-.PHONY: demo test unit_tests integration_tests lint format type benchmark notebooks clean
+.PHONY: demo test unit_tests integration_tests lint format type docs benchmark notebooks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +19,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 $(TSTAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e . --group test --group lint
+	touch $(STAMP) $@
+
+$(DSTAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e . --group docs
 	touch $(STAMP) $@
 
 demo: $(STAMP)
@@ -41,15 +46,20 @@ integration_tests: $(TSTAMP)
 	$(BIN)/python -m pytest tests/integration_tests
 
 lint: $(TSTAMP)
-	$(BIN)/ruff check langchain_tdai_recall tests benchmarks
-	$(BIN)/ruff format --check langchain_tdai_recall tests benchmarks
+	$(BIN)/ruff check langchain_tdai_recall tests benchmarks docs/_hooks
+	$(BIN)/ruff format --check langchain_tdai_recall tests benchmarks docs/_hooks
 
 format: $(TSTAMP)
-	$(BIN)/ruff format langchain_tdai_recall tests benchmarks
-	$(BIN)/ruff check --fix langchain_tdai_recall tests benchmarks
+	$(BIN)/ruff format langchain_tdai_recall tests benchmarks docs/_hooks
+	$(BIN)/ruff check --fix langchain_tdai_recall tests benchmarks docs/_hooks
 
 type: $(TSTAMP)
 	$(BIN)/mypy langchain_tdai_recall
+
+# The documentation site into site/ (git-ignored). --strict: a broken link or anchor, a missing API
+# reference or any other warning fails the build. `$(BIN)/mkdocs serve` serves it while editing.
+docs: $(DSTAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 notebooks: $(TSTAMP)
 	$(BIN)/python -m pytest tests/unit_tests/test_notebooks.py
@@ -67,4 +77,4 @@ benchmark: $(TSTAMP)
 	$(BIN)/python benchmarks/formation/candidate_floor.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

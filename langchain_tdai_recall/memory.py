@@ -277,7 +277,7 @@ class TdaiMemory:
                 only: searches and tools are not reranked.
             extraction_model: A LangChain chat model (or a `provider:model` string for
                 `init_chat_model`) that forms memories from the recorded conversations in the
-                background (see "Memory formation" in the README). Default: the
+                background (see "Memory formation" in the docs). Default: the
                 `extraction.model` setting; without either, nothing is formed. Needs a
                 writable store.
             extraction_callbacks: LangChain callbacks for background formation runs: they

@@ -88,7 +88,7 @@ class ExtractionConfig(ConfigModel):
     """Language of the prompts and of the memories: `auto` follows the user's messages."""
     allow_standing_rules: bool = True
     """Keep priority -1 (an absolute standing rule) when the user stated it in their own
-    message (see the README on prompt injection); `False` stores every extracted -1 as
+    message (see "Memory formation" in the docs); `False` stores every extracted -1 as
     priority 90 (`extraction.STANDING_RULE_FALLBACK`), and a rule drawn from steering text at
     most at 20 (`extraction.STEERING_PRIORITY_CAP`) either way."""
     retry_base_seconds: float = Field(default=30.0, gt=0, le=86_400)

@@ -5,7 +5,7 @@ executor wrapper, the retriever) are built by `TdaiMemory` and handed the memory
 depend on this interface instead of on `memory.py`, so the facade imports its adapters and no
 adapter imports the facade back: the import graph has no circle through `TdaiMemory`. The
 interface names exactly what the adapters call; `TdaiMemory` satisfies it (checked by mypy in
-`memory.py`). The members without an `a` twin or a place in the README (`capture_turn`,
+`memory.py`). The members without an `a` twin or a place in the docs (`capture_turn`,
 `memory_manager`, `check_open`, `store_breaker`) are for the adapters, not for applications.
 
 `StoreHost` is the same for the LangGraph store (`graph_store.TdaiStore`): the public facade

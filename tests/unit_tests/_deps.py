@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import functools
 import tomllib
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
@@ -46,9 +48,15 @@ def installed_with(extras: set[str]) -> set[str]:
     return seen
 
 
+@functools.cache
+def _packages_distributions() -> Mapping[str, list[str]]:
+    """Top-level module -> distributions, read once (it scans every installed distribution)."""
+    return metadata.packages_distributions()
+
+
 def imported_distributions(code: str) -> dict[str, set[str]]:
     """Top-level modules the code imports -> the distributions providing them (third party)."""
-    providers = metadata.packages_distributions()
+    providers = _packages_distributions()
     found: dict[str, set[str]] = {}
     flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT  # notebooks await at top level
     for node in ast.walk(compile(code, "<code>", "exec", flags=flags)):

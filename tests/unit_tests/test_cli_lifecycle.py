@@ -230,7 +230,7 @@ def test_an_export_without_messages_still_imports(
 def test_messages_delete_takes_ids_after_the_options(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """`messages delete --user u ID ...` (options first, as in the README's examples) deletes
+    """`messages delete --user u ID ...` (options first, as in the documented examples) deletes
     the ids like `messages delete ID ... --user u` does."""
     _fill(tmp_path / "s")
     code, out, err = run(

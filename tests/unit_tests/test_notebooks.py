@@ -141,6 +141,6 @@ def test_the_notebooks_extra_installs_what_the_notebooks_import() -> None:
             assert providers & provided, (
                 f'{path.name} imports {module}: pip install -e ".[notebooks]" does not install it'
             )
-    readme = (NOTEBOOKS.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Notebooks\n", 1)[1].split("\n## ", 1)[0]
-    assert 'pip install -e ".[notebooks]"' in section
+    page = (NOTEBOOKS.parent / "docs" / "how-to" / "notebooks.md").read_text(encoding="utf-8")
+    assert 'pip install -e ".[notebooks]"' in page
+    assert all(f"](../../notebooks/{path.name})" in page for path in PATHS)  # each is linked

@@ -20,7 +20,7 @@ import langchain_tdai_recall.testing
 from langchain_tdai_recall import errors
 
 PACKAGE = Path(langchain_tdai_recall.__file__).parent
-README = Path(__file__).resolve().parents[2] / "README.md"
+ERRORS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "errors.md"
 
 # SPEC §1 fixes these names; the package exports at least them.
 SPEC_NAMES = {
@@ -147,9 +147,9 @@ def test_every_exported_error_is_raised_somewhere() -> None:
     assert never_raised == set()
 
 
-def test_the_readme_error_tree_lists_exactly_the_exported_errors() -> None:
-    text = README.read_text(encoding="utf-8")
-    tree = text.split("## Errors and logging", 1)[1].split("```", 2)[1]
+def test_the_documented_error_tree_lists_exactly_the_exported_errors() -> None:
+    text = ERRORS_PAGE.read_text(encoding="utf-8")
+    tree = text.split("# Errors and logging", 1)[1].split("```", 2)[1]
     named = set(re.findall(r"\b([A-Z][A-Za-z]*Error)\b", tree))
     assert {n for n in named if not hasattr(builtins, n)} == set(errors.__all__)
 

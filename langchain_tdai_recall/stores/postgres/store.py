@@ -6,7 +6,7 @@ store uses), built from the rows on a scope's first search and caught up by gene
 every search: one indexed query when nothing changed, the changed rows otherwise. Ranking is
 therefore the local store's, to the last digit, and a write through one server is seen by recall
 on any other at its next call. Why the legs run in-process rather than in SQL is measured in
-`benchmarks/results/postgres.md` and summarised in the README.
+`benchmarks/results/postgres.md` and summarised in `docs/how-to/postgresql.md`.
 
 Every call is bounded by `timeout_ms` (pool wait, server statement and lock timeouts, and a
 watchdog for a server that stops answering); failures raise `StoreError` naming the server

@@ -1,6 +1,6 @@
 """Formation at interpreter exit, for a store nobody closed (issue 18, formation item 3).
 
-A store still referenced at exit (a module-level variable, as in the README) is shut down by
+A store still referenced at exit (a module-level variable, as in the docs) is shut down by
 its finalizer after Python stopped its thread pools; the formation call must still reach the
 model, or leave the work for the next open with one INFO line, never an error.
 """
