@@ -101,7 +101,7 @@ TIME_SCAN_MAX: Final = 2048
 float16, and converting them costs about a microsecond per dimension and thousand rows): its
 rows among the scope's `TIME_WIDE_DEPTH × 3 × limit` nearest join instead."""
 
-TIME_WIDE_DEPTH: Final = 4
+TIME_WIDE_DEPTH: Final = 2
 """How much deeper than the search's own vector leg a wide window's candidates are fetched."""
 
 _LEGS = DaemonExecutor(4, name="tdai-vector-leg")
