@@ -6,7 +6,7 @@ resolves them against `today` (the user's local date) into inclusive date ranges
 ranges to favour memories whose activity (else write) time falls in them (`recall.engine`, the
 `tdai_memory_search` tool); the resolver itself knows nothing of memories.
 
-Rules (the README lists the expressions understood):
+Rules (`docs/concepts/injection.md` lists the expressions understood):
 
 - **Calendar units.** Weeks run Monday to Sunday (ISO, as in Chinese usage). "last week" /
   "上周" is the previous calendar week, "this week" the current one, "next week" the following;
@@ -27,11 +27,12 @@ Rules (the README lists the expressions understood):
   the Friday of this week. "next weekend" is the weekend of next week.
 - **Numeric dates.** ISO (2026-11-03, 2026/11/3) and M/D/YYYY (D/M/YYYY when the first number
   exceeds 12). "11/3" without a year is 3 November (month first, the US and Chinese order) and
-  only after a time preposition ("on 11/3") or at the end of a clause, so that "1/2 cup" is not
-  a date.
+  only after a time preposition ("on 11/3") or beside Chinese text ("11/3吃了什么"), so that
+  "1/2 cup" and "a score of 10/10" are not dates.
 - **Ambiguous words.** "may", "march" and "mar" are months only with a cue: a preposition or
-  determiner before them ("in May", "last March"), or a day or year beside them ("May 5",
-  "March 2025"); "May I ask" and "we march" are not dates. Recurring expressions ("every Friday",
+  determiner before them ("in May", "last March"; after "this" not when a verb follows: "this
+  may be"), a day or year beside them ("May 5", "March 2025"), or a capital inside a sentence
+  ("my March trip"); "May I ask" and "we march" are not dates. Recurring expressions ("every Friday",
   "on Fridays", "每周五", "每个周末") are not ranges. A year alone needs a cue ("in 2025",
   "2025年"). Invalid dates (30 February) resolve to nothing.
 - **Holidays** (`text.holidays`): Christmas, New Year, Halloween, Valentine's Day, the Fourth of
