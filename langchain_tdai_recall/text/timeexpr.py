@@ -32,9 +32,9 @@ Rules (`docs/concepts/injection.md` lists the expressions understood):
 - **Ambiguous words.** "may", "march" and "mar" are months only with a cue: a preposition or
   determiner before them ("in May", "last March"; after "this" not when a verb follows: "this
   may be"), a day or year beside them ("May 5", "March 2025"), or a capital inside a sentence
-  ("my March trip"); "May I ask" and "we march" are not dates. Recurring expressions ("every Friday",
-  "on Fridays", "每周五", "每个周末") are not ranges. A year alone needs a cue ("in 2025",
-  "2025年"). Invalid dates (30 February) resolve to nothing.
+  ("my March trip"); "May I ask" and "we march" are not dates. Recurring expressions ("every
+  Friday", "on Fridays", "每周五", "每个周末") are not ranges. A year alone needs a cue ("in
+  2025", "2025年"). Invalid dates (30 February) resolve to nothing.
 - **Holidays** (`text.holidays`): Christmas, New Year, Halloween, Valentine's Day, the Fourth of
   July, US Thanksgiving, Easter, Memorial and Labor Day; 春节/过年, 除夕, 元宵, 端午, 中秋 (from
   tables for 2000-2050), 元旦, 五一, 国庆, 清明, 圣诞, 情人节. Seasons are the northern
