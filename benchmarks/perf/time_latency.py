@@ -16,7 +16,7 @@ embedding is excluded) for
 Run from the repository root:
 
     python benchmarks/perf/time_latency.py                     # sizes 10000,100000
-    python benchmarks/perf/time_latency.py --sizes 2000 --queries 40 --out /tmp/t.json
+    python benchmarks/perf/time_latency.py --tiny --out /tmp/t.json  # smoke test, seconds
 
 Timings on a shared machine are noisy: compare the on/off columns of one run, not runs.
 """
@@ -195,7 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="timed queries per kind")
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/perf_time.json"))
     parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--tiny", action="store_true", help="smoke test: 600 memories, 8 queries")
     args = parser.parse_args(argv)
+    if args.tiny:
+        args.sizes, args.queries = "600", 8
     report: dict[str, Any] = {"load_before": _loadavg(), "sizes": []}
     with tempfile.TemporaryDirectory(prefix="tdai-time-perf-") as tmp:
         for n in (int(s) for s in args.sizes.split(",") if s):
