@@ -73,6 +73,7 @@ benchmark: $(TSTAMP)
 	$(BIN)/python benchmarks/perf/latency.py
 	$(BIN)/python benchmarks/perf/scale.py
 	$(BIN)/python benchmarks/perf/postgres.py
+	$(BIN)/python benchmarks/perf/store_rw.py
 	$(BIN)/python benchmarks/formation/locomo_oracle.py
 	$(BIN)/python benchmarks/formation/candidate_floor.py
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -158,9 +159,22 @@ class _ConfigModel(ConfigModel):
         return data
 
 
-DEFAULT_PROFILE_MAX_CHARS: Final = 1500
-"""Default `recall.profile_max_chars`: about 400 tokens of English, cached with the system
-message."""
+DEFAULT_PROFILE_MAX_TOKENS: Final = 600
+"""Default `recall.profile_max_tokens`: estimated tokens of memory lines in the user profile,
+cached with the system message. On the medium-store development set (5 users with 150-170
+memories) it holds 20-25 memories for every user, English or Chinese, at about 590 tokens; the
+code-point budget it replaces held 15-17 English memories (about 390 tokens) and 30-37 Chinese
+ones (about 1,000 tokens), and let no more needs reach the model (97 and 109 of 141 needs with
+priorities at 50 and as rated, against 97 and 106; 91 and 102 at 400 tokens)."""
+
+PROFILE_CHARS_PER_TOKEN: Final = 3.75
+"""How the retired `recall.profile_max_chars` reads as a token budget: 1,500 code points were
+documented as about 400 tokens of English, so `profile_max_chars = N` loads as
+`profile_max_tokens = ceil(N / 3.75)` (1,500 -> 400)."""
+
+DEFAULT_PROFILE_HOLD_SECONDS: Final = 600.0
+"""Default `recall.profile_hold_seconds`: formation's idle timeout, past which a provider's
+prompt cache has lapsed too."""
 
 
 class RecallConfig(_ConfigModel):
@@ -193,14 +207,26 @@ class RecallConfig(_ConfigModel):
     max_pinned: int = Field(default=10, ge=0, le=100)
     """Most memories pinned by priority (highest priority, then oldest, first); the rest are left
     to the profile and to search."""
-    profile_max_chars: int | None = Field(default=DEFAULT_PROFILE_MAX_CHARS, ge=100, le=100_000)
-    """Budget, in code points of memory lines, of the user's profile in the system context: after
-    the pinned memories, the scope's other memories of priority 30 or more in profile order
-    (priority, then `persona` before `instruction` before `episodic`, then oldest, then id) go into
-    the key memories as long as their lines fit. A user with a handful of memories is thus shown all
-    of them on every turn (a stable, cache-friendly cost), however a request is worded; a large
-    scope shows its most important stable facts and leaves the rest to search. `None` turns the
-    profile off."""
+    profile_max_tokens: int | None = Field(default=DEFAULT_PROFILE_MAX_TOKENS, ge=25, le=25_000)
+    """Budget, in estimated tokens of memory lines (`text.tokens.estimate_tokens`: about four
+    code points of English or 1.25 Chinese characters a token), of the user's profile in the
+    system context: after the pinned memories, the scope's other memories of priority 30 or more
+    in profile order (see `stores._index.profile`) go into the profile as long as their lines
+    fit. A user with a handful of memories is thus shown all of them on every turn (a stable,
+    cache-friendly cost), however a request is worded; a large scope shows its most important
+    stable facts and leaves the rest to search. `None` turns the profile off. The retired key
+    `profile_max_chars` (`profileMaxChars`) still loads: N code points are read as
+    `ceil(N / 3.75)` tokens (1,500 -> 400), with one INFO line."""
+    profile_hold_seconds: float | None = Field(
+        default=DEFAULT_PROFILE_HOLD_SECONDS, ge=0, le=604_800
+    )
+    """How long the profile a session was first shown is kept for that session while it is
+    quiet. A recall with a `session_key` (the middleware always has one) shows the profile the
+    session started with until the session ends (`end_session()`, or no recall for this long),
+    the pinned memories change, or a memory of that profile is deleted or edited; memories added
+    meanwhile reach the model through the memory block when a message is about them. So memory
+    formation during a conversation does not rewrite the system message (and the provider's
+    cached prefix) after every window. `None` or 0 chooses the profile afresh every turn."""
     strategy: Strategy = "hybrid"
     """`hybrid`, `embedding` or `keyword`."""
     timeout_ms: int = Field(default=DEFAULT_RECALL_TIMEOUT_MS, ge=0, le=600_000)
@@ -229,7 +255,7 @@ class RecallConfig(_ConfigModel):
 
     @classmethod
     def _translate_upstream(cls, data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-        del notes
+        data = _retired_profile_chars(data, notes)
         timeout = next((data[k] for k in ("timeout_ms", "timeoutMs") if k in data), None)
         if _is_int(timeout) and timeout == 0 and data.get("enabled", True) is not False:
             _warn_once(
@@ -256,6 +282,37 @@ class RecallConfig(_ConfigModel):
         if self.keyword_score_threshold is None:
             return self.score_threshold
         return self.keyword_score_threshold
+
+
+def _retired_profile_chars(data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """Read the retired `profile_max_chars` (code points) as `profile_max_tokens`."""
+    old = [k for k in ("profile_max_chars", "profileMaxChars") if k in data]
+    if not old:
+        return data
+    if any(k in data for k in ("profile_max_tokens", "profileMaxTokens")):
+        msg = (
+            f"recall.{old[0]} and recall.profile_max_tokens both set the profile budget; "
+            "keep only profile_max_tokens (estimated tokens; the old key counted code points)"
+        )
+        raise ConfigError(msg)
+    value = data[old[0]]
+    rest = {k: v for k, v in data.items() if k not in old}
+    if value is None:
+        rest["profile_max_tokens"] = None
+    elif _is_int(value) and value > 0:
+        tokens = math.ceil(value / PROFILE_CHARS_PER_TOKEN)
+        rest["profile_max_tokens"] = tokens
+        notes.append(
+            f"recall.{old[0]}={value} (code points) is read as recall.profile_max_tokens="
+            f"{tokens} (estimated tokens; the profile is budgeted in tokens now)"
+        )
+    else:
+        msg = (
+            f"recall.{old[0]} must be a positive number of code points or null, got "
+            f"{shown(value)}; use recall.profile_max_tokens (estimated tokens) instead"
+        )
+        raise ConfigError(msg)
+    return rest
 
 
 class EmbeddingConfig(_ConfigModel):

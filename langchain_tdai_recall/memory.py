@@ -26,7 +26,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, Self, cast
@@ -104,6 +104,7 @@ if TYPE_CHECKING:
     from langchain_tdai_recall._embedding.upkeep import VectorUpkeep
     from langchain_tdai_recall._turn import ToolBudget
     from langchain_tdai_recall.formation.manager import MemoryManager
+    from langchain_tdai_recall.formation.rating import Rater, RatingReport
     from langchain_tdai_recall.formation.report import ExtractionReport
     from langchain_tdai_recall.formation.scheduler import FormationScheduler
     from langchain_tdai_recall.graph_store import TdaiStore
@@ -210,6 +211,8 @@ class TdaiMemory:
             self._sweeper = ExpirySweeper(store, config.store.expiry_sweep_seconds)
             self._sweeper.start()
         self._manager: MemoryManager | None = None
+        self._rater: Rater | None = None
+        """Rates LangGraph-store items in the background once `as_store()` needed it."""
         self._formation_slot: list[FormationScheduler] = []
         """Memory formation's scheduler once `_start_formation` built it (a slot, so the
         finalizer can reach it without holding this object)."""
@@ -437,6 +440,10 @@ class TdaiMemory:
                 started = time.monotonic()
                 self._manager.close(forming)
                 forming = max(forming - (time.monotonic() - started), 0.0)
+            if self._rater is not None:  # ratings of store items due now
+                started = time.monotonic()
+                self._rater.close(forming)
+                forming = max(forming - (time.monotonic() - started), 0.0)
             shutdown(
                 self._writer,
                 self._formation_slot,
@@ -470,6 +477,9 @@ class TdaiMemory:
             return False
         manager = self._manager  # the memory tool's background consolidations come first
         if manager is not None and not manager.flush(deadline):
+            return False
+        rater = self._rater  # then the ratings of store items (a failed one waits: False)
+        if rater is not None and not rater.flush(deadline):
             return False
         formation = self._formation
         if formation is not None and not formation.flush(deadline):
@@ -551,6 +561,20 @@ class TdaiMemory:
     def _wake_upkeep(self) -> None:
         if self._upkeep is not None:
             self._upkeep.wake()
+
+    def _fresh_vectors(self, scope: Scope) -> None:
+        """Read-your-writes for a search by meaning: embed the scope's rows still without one.
+
+        Bounded by `embedding.query_timeout_ms`; what is not done by then stays with the
+        background upkeep. Automatic recall never calls this (it stays latency-first and
+        reports `pending_vectors`). A read-only memory has nothing to do it with.
+        """
+        upkeep = self._upkeep
+        if upkeep is None:
+            return
+        index = self._store.index(scope, "l1")
+        if index is not None and index.unembedded_rows():
+            upkeep.embed_scope_now(scope, self.config.embedding.query_timeout_ms / 1000)
 
     def reindex(self, *, show_progress: bool | None = None) -> int:
         """Embed now, on this thread, every stored row whose vector is missing or stale.
@@ -929,7 +953,9 @@ class TdaiMemory:
             user_text: The user's message for this turn.
             user_id: Owner; `None` is the default user.
             agent_id: Agent; `None` is the user's shared memory.
-            session_key: Conversation of the turn.
+            session_key: Conversation of the turn. A session keeps the user profile it was
+                first shown (`recall.profile_hold_seconds`), so the system message does not
+                change when memories are added during it; `None` chooses it afresh every turn.
             system_prompt: The app's own system prompt. With `recall.language="auto"` its
                 language is the language of the system context (English when not given), which
                 keeps the system context byte-identical from turn to turn.
@@ -950,7 +976,10 @@ class TdaiMemory:
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(
-            system_prompt=system_prompt, tools_guide=bool(tools_guide), now=check_now(now)
+            system_prompt=system_prompt,
+            tools_guide=bool(tools_guide),
+            session_key=session_key,
+            now=check_now(now),
         )
         started = time.monotonic()
         result = self._engine.recall(self._user_text(user_text), scope, request)
@@ -973,7 +1002,10 @@ class TdaiMemory:
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(
-            system_prompt=system_prompt, tools_guide=bool(tools_guide), now=check_now(now)
+            system_prompt=system_prompt,
+            tools_guide=bool(tools_guide),
+            session_key=session_key,
+            now=check_now(now),
         )
         started = time.monotonic()
         result = await self._engine.arecall(self._user_text(user_text), scope, request)
@@ -996,6 +1028,7 @@ class TdaiMemory:
         active_after: dt.datetime | dt.date | str | None = None,
         active_before: dt.datetime | dt.date | str | None = None,
         now: dt.datetime | None = None,
+        wait_for_vectors: bool = False,
     ) -> list[MemoryHit]:
         """Search the scope's L1 memories with recall's ranking: the best hits the caller asked for.
 
@@ -1003,6 +1036,12 @@ class TdaiMemory:
         `recall.score_threshold`, a search returns the best-ranked `limit` memories whose
         relevance reaches a low floor (`tools.min_score`, or `min_score` here), like the
         `tdai_memory_search` tool.
+
+        Vectors are computed in the background after a write, so a search right after one may
+        rank the newest memories by their keywords only. `wait_for_vectors=True` first embeds
+        the scope's memories still without a vector (read-your-writes, as the retriever and
+        the LangGraph store do), bounded by `embedding.query_timeout_ms`; past it the search
+        runs with what it has.
 
         Args:
             query: What to look for.
@@ -1022,12 +1061,14 @@ class TdaiMemory:
             now: The time against which a time named in `query` ("last month", "上周") is
                 resolved when no `created_*` / `active_*` filter is given: memories of that time
                 then rank first (`recall.time_aware`). `None` is the clock.
+            wait_for_vectors: Embed the scope's memories still without a vector first.
 
         Returns:
             Hits, best ranked first; `score` is the relevance in 0..1. Expired memories are
             never returned.
         """
         scope = self.scope(user_id, agent_id)
+        check_flag("wait_for_vectors", wait_for_vectors)
         if type is not None and type not in MEMORY_TYPES:
             msg = f"type must be one of {list(MEMORY_TYPES)} or None, got {shown(type)}"
             raise ConfigError(msg)
@@ -1039,6 +1080,8 @@ class TdaiMemory:
             active_after=active_after,
             active_before=active_before,
         )
+        if wait_for_vectors:
+            self._fresh_vectors(scope)
         return self._hits.memories(
             scope,
             query,
@@ -1138,6 +1181,30 @@ class TdaiMemory:
                 )
             return self._manager
 
+    def _store_rater(self) -> Callable[[Scope, str], None] | None:
+        """What queues a LangGraph-store item for rating; `None` without a formation model."""
+        formation = self._formation
+        if formation is None or self._store.read_only:
+            return None
+        with self._state_lock:
+            if self._rater is None:
+                from langchain_tdai_recall.formation.rating import Rater  # noqa: PLC0415
+
+                self._rater = Rater(
+                    store=self._store, caller=formation.engine.caller, config=self.config
+                )
+            return self._rater.enqueue
+
+    def rating_report(self) -> RatingReport | None:
+        """What the background rating of LangGraph-store items did (`None` when it never ran).
+
+        Items that `as_store()` stores without a `priority` in their value are rated by the
+        formation model (see `formation.rating`); the report counts the memories rated, the
+        failed calls (each retried) and the memories still waiting.
+        """
+        rater = self._rater
+        return rater.report() if rater is not None else None
+
     def _require_formation(self) -> FormationScheduler:
         self._check_open()
         formation = self._formation
@@ -1202,14 +1269,17 @@ class TdaiMemory:
     def end_session(
         self, session_key: str, *, user_id: str | None = None, agent_id: str | None = None
     ) -> None:
-        """Tell formation a session ended: its pending turns are formed now, in the background.
+        """Tell recall and formation a session ended.
 
-        Does nothing without a chat model. Never waits for the model or the database.
+        The user profile the session held (`recall.profile_hold_seconds`) is released, so its
+        next recall chooses it afresh; with a chat model, the session's pending turns are formed
+        now, in the background. Never waits for the model or the database.
         """
         scope = self.scope(user_id, agent_id)
         if not isinstance(cast("object", session_key), str):
             msg = f"session_key must be a string, got {type(session_key).__name__}"
             raise ConfigError(msg)
+        self._engine.holds.end(scope, session_key)
         formation = self._formation
         if formation is not None:
             formation.end_session(scope, clean_text(session_key))
@@ -1473,6 +1543,7 @@ class TdaiMemory:
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         memory_type: MemoryType = "episodic",
+        cross_scope: bool = False,
     ) -> TdaiStore:
         """This memory as a LangGraph `BaseStore` (`TdaiStore`).
 
@@ -1481,18 +1552,23 @@ class TdaiMemory:
 
         Items are memories of the scope their namespace names: with the default template
         `("memories", "{user_id}")` the item `(("memories", "alice"), key)` is memory `key` of
-        user `alice`; automatic recall for alice sees its text. See `graph_store` for values,
-        `index`, filters and TTL.
+        user `alice`, and so is `(("memories", "alice", "work"), key2)`; automatic recall for
+        alice sees their text. See `graph_store` for values, `index`, search, filters and TTL.
 
         Args:
             namespace: The namespace template: literals and `"{user_id}"` (once), optionally
-                `"{agent_id}"`; namespaces of another form are refused (`ScopeError`).
+                `"{agent_id}"`. An item's namespace starts like it and may go deeper;
+                namespaces that do not start like it are refused (`NamespaceError`, a
+                `ScopeError`). `("{user_id}",)` makes the first element the user.
             agent_id: The agent of every item when the template has no `"{agent_id}"`.
             index: LangGraph's `IndexConfig`; its `fields` choose the text of a value.
             ttl: LangGraph's `TTLConfig` (`default_ttl` minutes, `refresh_on_read`;
                 `sweep_interval_minutes` shortens the memory's background expiry sweep to that
                 interval when `store.expiry_sweep_seconds` is longer).
             memory_type: Type of the memories new items become.
+            cross_scope: Let a search whose prefix stops above the user element search every
+                user's items (an administrative store: never give it to an agent). Without it
+                such a search raises `NamespaceError`.
 
         Raises:
             ConfigError: If an argument is invalid.
@@ -1500,15 +1576,21 @@ class TdaiMemory:
         self._check_open()
         from langchain_tdai_recall.graph_store import TdaiStore  # noqa: PLC0415 - langgraph
 
+        upkeep = self._upkeep
+        timeout = self.config.embedding.query_timeout_ms / 1000
         graph_store = TdaiStore(
             self,
             store=self._store,
             hits=self._hits,
+            fresh=self._fresh_vectors if upkeep is not None else None,
+            embed=(lambda texts: upkeep.embed_now(texts, timeout)) if upkeep is not None else None,
             namespace=namespace,
             agent_id=agent_id,
             index=index,
             ttl=ttl,
             memory_type=memory_type,
+            rate=self._store_rater(),
+            cross_scope=cross_scope,
         )
         if graph_store.sweep_seconds is not None and self._sweeper is not None:
             self._sweeper.sweep_at_least_every(graph_store.sweep_seconds)
@@ -1586,6 +1668,8 @@ class TdaiMemory:
             scopes += [s for s in self._store.user_scopes(scope.user_id) if s != scope]
         from langchain_tdai_recall._facade.forget import erase_scopes  # noqa: PLC0415
 
+        for each in scopes:  # the profiles sessions hold keep memory text: drop them too
+            self._engine.holds.end(each)
         return erase_scopes(
             self._store,
             scopes,

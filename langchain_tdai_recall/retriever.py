@@ -10,6 +10,10 @@ id, and `metadata` holds `id`, `score` (relevance in 0..1), `keyword_score`,
 `activity_end_time`, `timestamp`), the write times (`created_at`, `updated_at`), `user_id` and
 `agent_id`.
 
+Read-your-writes: every memory written before a call is searched with its vector. Vectors are
+computed in the background after a write; a call first embeds those of its scope still missing
+(`TdaiMemory.search_memories(wait_for_vectors=True)`), bounded by `embedding.query_timeout_ms`.
+
 Scope, like the other adapters: `config["configurable"]` (`user_id`, `agent_id`) at invoke time,
 else the retriever's own `user_id` / `agent_id`, else the store's default user.
 
@@ -201,6 +205,7 @@ class TdaiRetriever(BaseRetriever):
             user_id=scope.user_id,
             agent_id=scope.agent_id,
             min_score=self._floor(),
+            wait_for_vectors=True,
         )
         return [hit_document(hit, scope) for hit in hits]
 
@@ -220,5 +225,6 @@ class TdaiRetriever(BaseRetriever):
             user_id=scope.user_id,
             agent_id=scope.agent_id,
             min_score=self._floor(),
+            wait_for_vectors=True,
         )
         return [hit_document(hit, scope) for hit in hits]

@@ -142,7 +142,7 @@ class MemoryRecord:
     """Last write time (UTC, ISO-8601)."""
     metadata: Mapping[str, Any] = field(default_factory=dict, hash=False)
     """A small JSON object of the application's own (str keys, JSON values); `search_memories`
-    filters on it by equality. Items of `TdaiStore` keep their key and value under
+    filters on it by equality. Items of `TdaiStore` keep their value, namespace and key under
     `"tdai_store"`."""
     expires_at: str | None = None
     """When the memory expires (UTC, ISO-8601), or `None` for never. An expired memory is never
@@ -310,9 +310,11 @@ class RecallResult:
     priority first. They are left out of the memory block."""
     profile: tuple[MemoryRecord, ...] = ()
     """The user's profile in the system context (`<user-profile>`): the scope's other memories of
-    priority 30 or more in profile order (priority, then persona, instruction, episodic, then
-    oldest) whose lines fit `recall.profile_max_chars`. Stable across turns until those memories
-    change; a profile memory the request is about may also appear in the memory block."""
+    priority 30 or more in profile order (`stores._index.profile`) whose lines fit
+    `recall.profile_max_tokens` (estimated tokens). Stable across turns until those memories
+    change, and within a session (`session_key`) until it ends or the pinned memories change
+    (`recall.holds`); a profile memory the request is about may also appear in the memory
+    block."""
     pending_vectors: int = 0
     """Memories of the scope without a vector at recall time (computed in the background after a
     write, or being re-embedded): the vector leg could not see them. With none computed at all

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from langchain_tdai_recall.text.tokens import estimate_tokens
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA_ROOT = REPO_ROOT.parent / "shared" / "data"
 
@@ -400,15 +402,25 @@ MEMORY_BLOCKS: tuple[str, ...] = ("standing-instructions", "key-memories", "user
 """System-context blocks made of memories (their cost per turn is what the benchmarks report)."""
 
 
-def system_memory_chars(text: str | None) -> int:
-    """Code points of a system context's memory blocks (rules, pinned, profile), tags included."""
+def _system_memory_blocks(text: str | None) -> list[str]:
+    """A system context's memory blocks (rules, pinned, profile), tags included."""
     text = text or ""
-    total = 0
+    blocks = []
     for tag in MEMORY_BLOCKS:
         start, end = text.find(f"<{tag}>"), text.find(f"</{tag}>")
         if start >= 0 and end > start:
-            total += end + len(tag) + 3 - start
-    return total
+            blocks.append(text[start : end + len(tag) + 3])
+    return blocks
+
+
+def system_memory_chars(text: str | None) -> int:
+    """Code points of a system context's memory blocks (rules, pinned, profile), tags included."""
+    return sum(len(block) for block in _system_memory_blocks(text))
+
+
+def system_memory_tokens(text: str | None) -> int:
+    """Estimated tokens (`text.tokens`, the profile budget's measure) of those blocks."""
+    return sum(estimate_tokens(block) for block in _system_memory_blocks(text))
 
 
 def write_json(path: Path, payload: Mapping[str, Any]) -> None:

@@ -23,7 +23,7 @@ Variants (one row each):
 - `ordinary priorities`: `cases.json` with every priority replaced by an ordinary one (critical
   memories 60-80, as a user might rate them; rules -1 kept): measures what reaches the model
   without pinning.
-- `no profile`: `recall.profile_max_chars = None`: what relevance alone (the memory block) brings.
+- `no profile`: `recall.profile_max_tokens = None`: what relevance alone (the memory block) brings.
 
     .venv/bin/python benchmarks/quality/critical.py --cache-dir /tmp/tdai-emb-cache
 """
@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     embeddings = make_embeddings(args.embeddings, cache_dir=args.cache_dir)
-    no_profile = {"recall": {"profile_max_chars": None}}
+    no_profile = {"recall": {"profile_max_tokens": None}}
     reports: dict[str, dict[str, Any]] = {}
     for name in CASE_SETS:
         path = args.cases_dir / name

@@ -51,6 +51,7 @@ from _common import (
     format_table,
     make_embeddings,
     system_memory_chars,
+    system_memory_tokens,
     write_json,
 )
 
@@ -198,6 +199,10 @@ def run_user(
                     "system_memory_chars": system_memory_chars(
                         result.append_system_context if result else None
                     ),
+                    "system_memory_tokens": system_memory_tokens(
+                        result.append_system_context if result else None
+                    ),
+                    "profile_memories": len(result.profile) if result else 0,
                     "timed_out": result is None,
                     "degraded": result is not None and result.error is not None,
                 }
@@ -211,6 +216,10 @@ def run_user(
                     "system_memory_chars": system_memory_chars(
                         result.append_system_context if result else None
                     ),
+                    "system_memory_tokens": system_memory_tokens(
+                        result.append_system_context if result else None
+                    ),
+                    "profile_memories": len(result.profile) if result else 0,
                     "timed_out": result is None,
                     "degraded": result is not None and result.error is not None,
                 }
@@ -242,6 +251,7 @@ def summarize(cases: list[dict[str, Any]], noise: list[dict[str, Any]]) -> dict[
         if n["reached"]:
             channels[n["channel"]] += 1
     system = [c["system_memory_chars"] for c in cases] + [r["system_memory_chars"] for r in noise]
+    tokens = [c["system_memory_tokens"] for c in cases] + [r["system_memory_tokens"] for r in noise]
     n_needs = max(len(needs), 1)
     return {
         "requests": len(cases),
@@ -268,6 +278,12 @@ def summarize(cases: list[dict[str, Any]], noise: list[dict[str, Any]]) -> dict[
         "irrelevant_with_block": sum(1 for r in noise if r["block"]),
         "mean_system_memory_chars": round(sum(system) / max(len(system), 1), 1),
         "max_system_memory_chars": max(system, default=0),
+        "mean_system_memory_tokens": round(sum(tokens) / max(len(tokens), 1), 1),
+        "profile_memories_by_user": {
+            user: max(c["profile_memories"] for c in cases if c["user"] == user)
+            for user in dict.fromkeys(c["user"] for c in cases)
+        },
+        "max_system_memory_tokens": max(tokens, default=0),
         "timed_out": sum(c["timed_out"] for c in cases) + sum(r["timed_out"] for r in noise),
         "degraded": sum(c["degraded"] for c in cases) + sum(r["degraded"] for r in noise),
     }
@@ -317,6 +333,7 @@ def _rows(name: str, report: Mapping[str, Any]) -> list[list[object]]:
                 if s["mean_block_memories_irrelevant"] is None
                 else f"{s['mean_block_memories_irrelevant']:.2f}",
                 f"{s['mean_system_memory_chars']:.0f} / {s['max_system_memory_chars']}",
+                f"{s['mean_system_memory_tokens']:.0f} / {s['max_system_memory_tokens']}",
             ]
         )
     return rows
@@ -380,10 +397,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "top 5 always",
                 "block / irrelevant",
                 "memory chars in system per turn (mean / max)",
+                "estimated tokens of it (mean / max)",
             ],
             rows,
         )
     )
+    for name, report in reports.items():
+        for variant in VARIANTS:
+            sizes = report[variant]["summary"]["profile_memories_by_user"]
+            listed = ", ".join(f"{user} {n}" for user, n in sizes.items())
+            print(f"profile memories per user, {name} / {variant}: {listed}")
     failed = sum(
         r[v]["summary"]["timed_out"] + r[v]["summary"]["degraded"]
         for r in reports.values()

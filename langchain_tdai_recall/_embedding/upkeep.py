@@ -18,6 +18,10 @@ capture store rows without a vector, so they are durable and keyword-searchable 
 - `flush()` waits for a pass over the pending rows, `reindex()` runs one on the caller's thread
   with a progress bar, and `stop()` gives the worker a bounded time to finish before a store
   closes. The worker is a daemon thread: process exit never waits for a hung embedder.
+- Searches that promise read-your-writes (the LangGraph store, the retriever) do not wait for
+  the worker: `embed_scope_now` embeds the few rows of their scope still without a vector on
+  the caller's behalf, and `embed_now` embeds texts a writer needs at once; both are bounded by
+  a timeout (the embedder runs on a worker thread, so a hung one costs the caller only that).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -36,9 +42,11 @@ import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
 from langchain_tdai_recall._runtime.progress import Progress, progress
+from langchain_tdai_recall._runtime.threads import DaemonExecutor
 from langchain_tdai_recall.errors import EmbeddingError, StoreClosedError, StoreError
 from langchain_tdai_recall.stores.base import LAYERS, BaseMemoryStore, PendingVector
 from langchain_tdai_recall.stores.records import Layer
+from langchain_tdai_recall.types import Scope
 
 __all__ = ["VectorUpkeep", "check_vectors"]
 
@@ -158,6 +166,11 @@ class VectorUpkeep:
         self._warned_foreign = False
         self._warned_bad = False
         self._thread = threading.Thread(target=self._run, name="tdai-vectors", daemon=True)
+        self._now_pool = DaemonExecutor(1, name="tdai-embed-now")
+        self._now_lock = threading.Lock()
+        """Taken by the callers of `embed_now` and `embed_scope_now`, one at a time."""
+        self._now_running: Future[object] | None = None
+        """The last foreground embedder call, while it may still run."""
 
     # -- control ------------------------------------------------------------------------------
 
@@ -242,6 +255,7 @@ class VectorUpkeep:
             self._stopping = True
             self._stop_at = time.monotonic() + max(timeout, 0.0)
             self._cond.notify_all()
+        self._now_pool.shutdown(wait=False)
         if self._thread.is_alive():
             self._thread.join(max(timeout, 0.0))
         return not self._thread.is_alive()
@@ -291,6 +305,92 @@ class VectorUpkeep:
             )
             return None
         return np.vstack(parts)
+
+    # -- on a caller's behalf ------------------------------------------------------------------
+
+    def embed_now(self, texts: Sequence[str], timeout: float) -> npt.NDArray[np.float32] | None:
+        """Embed `texts` within `timeout` seconds, for a caller that waits for them.
+
+        Returns L2-normalised rows, all zero where the embedder's answer was unusable, or `None`
+        when the embedder failed, timed out, is backing off after failures, or is still busy
+        with an earlier such call that timed out (a hung embedder is not queued behind). Never
+        raises.
+        """
+        deadline = time.monotonic() + max(timeout, 0.0)
+        if not self._now_lock.acquire(timeout=max(timeout, 0.0)):
+            return None
+        try:
+            parts: list[npt.NDArray[np.float32]] = []
+            for start in range(0, len(texts), self._batch):
+                chunk = [t[: self._max_chars] for t in texts[start : start + self._batch]]
+                got = self._embed_within(chunk, deadline)
+                if got is None or (parts and got[0].shape[1] != parts[0].shape[1]):
+                    return None
+                parts.append(got[0])
+        finally:
+            self._now_lock.release()
+        return np.vstack(parts) if parts else np.zeros((0, self._dimension or 1), np.float32)
+
+    def embed_scope_now(self, scope: Scope, timeout: float) -> int:
+        """Embed the L1 rows of `scope` still without a vector, within `timeout` seconds.
+
+        For read-your-writes: a search by meaning first embeds the rows written before it that
+        the worker has not reached yet (`LayerIndex.unembedded_rows`). Batch by batch until the
+        timeout; what is left stays with the worker. Callers take turns, so rows one of them
+        embedded are not embedded again by the next. Returns how many rows got their vector.
+        Never raises.
+        """
+        deadline = time.monotonic() + max(timeout, 0.0)
+        if not self._now_lock.acquire(timeout=max(timeout, 0.0)):
+            return 0
+        try:
+            index = self._store.index(scope, "l1")
+            rows = index.unembedded_rows() if index is not None else []
+            records = self._store.memories_by_ref(scope, rows) if rows else {}
+            pending = [PendingVector(ref, rec.content) for ref, rec in records.items()]
+            done = 0
+            for start in range(0, len(pending), self._batch):
+                batch = pending[start : start + self._batch]
+                got = self._embed_within([p.text[: self._max_chars] for p in batch], deadline)
+                if got is None:
+                    break
+                matrix, ok = got
+                good = [i for i, usable in enumerate(ok) if usable]
+                if good:
+                    done += self._store.set_vectors("l1", [batch[i] for i in good], matrix[good])
+        except StoreError as exc:
+            logger.debug("embedding rows for a search failed: %s", exc)
+            return 0
+        finally:
+            self._now_lock.release()
+        return done
+
+    def _embed_within(
+        self, texts: list[str], deadline: float
+    ) -> tuple[npt.NDArray[np.float32], list[bool]] | None:
+        """One embedder call on the foreground worker, bounded by `deadline` (monotonic)."""
+        left = deadline - time.monotonic()
+        running = self._now_running
+        if left <= 0 or (running is not None and not running.done()):
+            return None
+        if self._failures and time.monotonic() < self._resume_at:
+            return None
+        try:
+            future: Future[object] = self._now_pool.submit(self._emb.embed_documents, texts)
+        except RuntimeError:  # stopped: the store is closing
+            return None
+        self._now_running = future
+        try:
+            raw = future.result(timeout=left)
+            got = check_vectors(raw, len(texts), self._dimension)
+        except FutureTimeout:
+            logger.debug("embedding %d texts for a waiting caller passed its bound", len(texts))
+            return None
+        except Exception as exc:
+            self._call_failed(len(texts), exc)
+            return None
+        self._call_succeeded()
+        return got
 
     # -- the worker ---------------------------------------------------------------------------
 

@@ -9,8 +9,9 @@ interface names exactly what the adapters call; `TdaiMemory` satisfies it (check
 `memory_manager`, `check_open`, `store_breaker`) are for the adapters, not for applications.
 
 `StoreHost` is the same for the LangGraph store (`graph_store.TdaiStore`): the public facade
-methods it calls. The store and the ranked search it also needs are handed to it by name when
-`TdaiMemory.as_store` builds it, not reached through the facade's private attributes.
+methods it calls. The store, the query search and the embedding calls it also needs are handed
+to it by name when `TdaiMemory.as_store` builds it, not reached through the facade's private
+attributes.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ class MemoryHost(Protocol):
         user_id: str | None = None,
         agent_id: str | None = None,
         min_score: float | None = None,
+        wait_for_vectors: bool = False,
     ) -> list[MemoryHit]:
         """Search the scope's memories (see `TdaiMemory.search_memories`)."""
         ...
@@ -125,6 +127,7 @@ class MemoryHost(Protocol):
         user_id: str | None = None,
         agent_id: str | None = None,
         min_score: float | None = None,
+        wait_for_vectors: bool = False,
     ) -> list[MemoryHit]:
         """Async version of `search_memories`."""
         ...
@@ -191,12 +194,6 @@ class StoreHost(Protocol):
 
     def check_open(self) -> None:
         """Raise `StoreClosedError` when the memory is closed."""
-        ...
-
-    def get_memory(
-        self, id: str, *, user_id: str | None = None, agent_id: str | None = None
-    ) -> MemoryRecord | None:
-        """One unexpired memory of the scope by id, or `None`."""
         ...
 
     def delete_memory(

@@ -13,6 +13,8 @@ Modules, bottom up:
 - `pipeline`: one scope's run end to end, exactly once (lease, cursor, one transaction).
 - `scheduler`: when runs happen (turn counts with warm-up, idle, flush, close, open).
 - `report`: the typed report of a run and the `tdai_extraction` event.
+- `rating`: priorities (and types) for what LangGraph-store writers store without one, in the
+  background, on extraction's scale.
 - `manager`: the writes of the optional agent-writable memory tool (the tool itself is
   `langchain_tdai_recall.tools.manage`; `tool` is its deprecated old location).
 """

@@ -16,12 +16,13 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from langchain_tdai_recall._runtime.failure import log_failure, report_failure, report_timeout
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.recall.gate import injected
+from langchain_tdai_recall.recall.holds import HeldProfile, ProfileHolds
 from langchain_tdai_recall.recall.prompt import (
     detect_language,
     format_memory_line,
@@ -41,6 +42,7 @@ from langchain_tdai_recall.recall.when import AskedTime, asked_time
 from langchain_tdai_recall.stores.base import BaseMemoryStore, Scope
 from langchain_tdai_recall.text.budget import apply_budget
 from langchain_tdai_recall.text.clean import clean_query, content_text
+from langchain_tdai_recall.text.tokens import estimate_tokens
 from langchain_tdai_recall.types import (
     Language,
     MemoryRecord,
@@ -76,8 +78,8 @@ PROFILE_BATCH = 32
 PROFILE_MISSES = 8
 """After this many candidates in a row that do not fit, the profile is full: stop reading."""
 
-MIN_PROFILE_LINE = 16
-"""Below this many code points of budget left, no further line can fit: stop reading."""
+MIN_PROFILE_LINE = 5
+"""Below this many estimated tokens of budget left, no further line can fit: stop reading."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,8 @@ class RecallRequest:
     """The app's own system prompt: the turn-invariant language signal of `language="auto"`."""
     tools_guide: bool = True
     """Whether the caller has the memory tools (the guide is written only then)."""
+    session_key: str | None = None
+    """The conversation of the turn: its profile is held (`recall.holds`); `None` holds none."""
     now: dt.datetime | None = None
     """The turn's time, against which "last month" is resolved (default: the clock)."""
 
@@ -108,6 +112,14 @@ class _KeyMemories:
     """The pinned memories' lines."""
     profile_lines: tuple[str, ...] = ()
     """The profile's lines."""
+    profile_rows: tuple[tuple[int, str], ...] = ()
+    """(row reference, last write time) of the profile's memories."""
+
+    def held(self) -> HeldProfile:
+        """The profile as a `HeldProfile` (what a session holds)."""
+        return HeldProfile(
+            records=self.profile, lines=self.profile_lines, rows=self.profile_rows, pinned=self.refs
+        )
 
 
 _NO_KEY_MEMORIES: Final = _KeyMemories()
@@ -134,6 +146,8 @@ class RecallEngine:
         self._executor = executor
         self._rerank_executor = rerank_executor or executor
         self._tz: dt.tzinfo = config.tzinfo()
+        self.holds = ProfileHolds()
+        """The profile each live session was first shown (`recall.holds`)."""
 
     # -- public entry points ------------------------------------------------------------------
 
@@ -228,8 +242,8 @@ class RecallEngine:
                         limit,
                     )
             profile = (
-                self._profile(scope, index, set(wanted), cfg.profile_max_chars, language)
-                if cfg.profile_max_chars is not None
+                self._profile(scope, index, set(wanted), cfg.profile_max_tokens, language)
+                if cfg.profile_max_tokens is not None
                 else []
             )
             records = self.store.memories_by_ref(scope, wanted)
@@ -243,8 +257,9 @@ class RecallEngine:
                     rules.append((rowid, rec))
                 elif rec.priority >= (rule_threshold if rec.type == "instruction" else threshold):
                     pinned.append((rowid, rec))
-            rules.sort(key=lambda item: (item[1].created_at, item[1].id))
-            pinned.sort(key=lambda item: (-item[1].priority, item[1].created_at, item[1].id))
+            # ties of write time keep the order written (the row reference), not random ids
+            rules.sort(key=lambda item: (item[1].created_at, item[0]))
+            pinned.sort(key=lambda item: (-item[1].priority, item[1].created_at, item[0]))
             del rules[MAX_STANDING_RULES:], pinned[cfg.max_pinned :]
             refs = frozenset({rowid for rowid, _ in rules} | {rowid for rowid, _ in pinned})
             pinned_records = tuple(r for _, r in pinned)
@@ -252,12 +267,13 @@ class RecallEngine:
                 rules=tuple(r for _, r in rules),
                 pinned=pinned_records,
                 # the profile was read and its lines written while measuring them
-                profile=tuple(rec for rec, _ in profile),
+                profile=tuple(rec for rec, _, _ in profile),
                 refs=refs,
                 pinned_lines=tuple(
                     format_memory_line(r, tz=self._tz, language=language) for r in pinned_records
                 ),
-                profile_lines=tuple(line for _, line in profile),
+                profile_lines=tuple(line for _, line, _ in profile),
+                profile_rows=tuple((rowid, rec.updated_at) for rec, _, rowid in profile),
             )
 
         return index.memo(
@@ -266,10 +282,53 @@ class RecallEngine:
                 threshold,
                 rule_threshold,
                 cfg.max_pinned,
-                cfg.profile_max_chars,
+                cfg.profile_max_tokens,
                 language,
             ),
             choose,
+        )
+
+    def _held(
+        self, key: _KeyMemories, scope: Scope, language: Language, request: RecallRequest
+    ) -> tuple[_KeyMemories, frozenset[int]]:
+        """`key` with the profile its session holds, and the profile rows that hold leaves out.
+
+        Without a session, a hold time, or any memory of the scope, `key` as chosen now.
+        """
+        cfg = self.config.recall
+        if (
+            request.session_key is None
+            or not cfg.profile_hold_seconds
+            or cfg.profile_max_tokens is None
+            or key is _NO_KEY_MEMORIES
+        ):
+            return key, frozenset()
+        index = self.store.index(scope, "l1")
+        if index is None:
+            return key, frozenset()
+
+        def still_valid(held: HeldProfile) -> bool:
+            hidden = index.excluded()
+            for rowid, written in held.rows:
+                meta = index.meta.get(rowid)
+                if meta is None or meta.recency != written or rowid in hidden:
+                    return False
+            return True
+
+        fresh = key.held()
+        held = self.holds.choose(
+            scope,
+            request.session_key,
+            (language, cfg.profile_max_tokens),
+            fresh,
+            hold_seconds=cfg.profile_hold_seconds,
+            still_valid=still_valid,
+        )
+        if held is fresh:
+            return key, frozenset()
+        return (
+            replace(key, profile=held.records, profile_lines=held.lines, profile_rows=held.rows),
+            fresh.refs - held.refs,
         )
 
     def _profile(
@@ -279,16 +338,18 @@ class RecallEngine:
         taken: set[int],
         budget: int,
         language: Language,
-    ) -> list[tuple[MemoryRecord, str]]:
-        """The profile: memories in profile order, with their lines, as far as `budget` reaches.
+    ) -> list[tuple[MemoryRecord, str, int]]:
+        """The profile: memories in profile order, with their lines and row references.
 
-        Profile order: priority (highest first), then `persona` before `instruction` before
-        `episodic`, then oldest, then id. A line that does not fit is skipped and later, shorter
-        ones may still fit; reading stops after `PROFILE_MISSES` misses in a row, and at most
-        `PROFILE_SCAN` candidates are read.
+        As far as `budget` reaches: estimated tokens (`text.tokens`), a line costing its
+        tokens plus one for its line break.
+
+        Profile order: see `stores._index.profile`. A line that does not fit is skipped and
+        later, shorter ones may still fit; reading stops after `PROFILE_MISSES` misses in a
+        row, and at most `PROFILE_SCAN` candidates are read.
         """
         order = index.profile_rows(PROFILE_SCAN, taken)
-        chosen: list[tuple[MemoryRecord, str]] = []
+        chosen: list[tuple[MemoryRecord, str, int]] = []
         used = misses = 0
         for start in range(0, len(order), PROFILE_BATCH):
             batch = order[start : start + PROFILE_BATCH]
@@ -298,9 +359,10 @@ class RecallEngine:
                 if rec is None:
                     continue
                 line = format_memory_line(rec, tz=self._tz, language=language)
-                if used + len(line) + 1 <= budget:
-                    chosen.append((rec, line))
-                    used += len(line) + 1
+                cost = estimate_tokens(line) + 1
+                if used + cost <= budget:
+                    chosen.append((rec, line, rowid))
+                    used += cost
                     misses = 0
                 else:
                     misses += 1
@@ -443,7 +505,9 @@ class RecallEngine:
         pending = 0
         rerank_scores: dict[int, float] = {}
         t_pinned = time.perf_counter()
-        key = self._pinned(scope, system_language)
+        key, held_out = self._held(
+            self._pinned(scope, system_language), scope, system_language, request
+        )
         pinned_refs = key.refs
         timings["pinned"] = (time.perf_counter() - t_pinned) * 1000
         asked: AskedTime | None = None
@@ -465,7 +529,11 @@ class RecallEngine:
             if chosen is None:
                 threshold = cfg.keyword_threshold if strategy == "keyword" else cfg.score_threshold
                 chosen = injected(
-                    outcome, threshold=threshold, limit=cfg.max_results, exclude=pinned_refs
+                    outcome,
+                    threshold=threshold,
+                    limit=cfg.max_results,
+                    exclude=pinned_refs,
+                    held_out=held_out,
                 )
             memories, lines, truncated, dropped = self._block(
                 scope, chosen, language=language, rerank_scores=rerank_scores
@@ -526,21 +594,21 @@ def _pinned_candidates(
     """The row references of the records the pinned context injects, and no more.
 
     The same choice as sorting the records (standing rules by age, at most
-    `MAX_STANDING_RULES`; pinned memories by priority, then age, then id, at most
+    `MAX_STANDING_RULES`; pinned memories by priority, then age, then the order written, at most
     `max_pinned`), made on the index's row fields, so a scope with thousands of high-priority
     memories reads a few records per recall instead of all of them. `eligible` receives how
     many rules and pinned memories there are in all, for the warning.
     """
-    rules: list[tuple[str, str, int]] = []
-    candidates: list[tuple[int, str, str, int]] = []
+    rules: list[tuple[str, int]] = []
+    candidates: list[tuple[int, str, int]] = []
     for rowid, priority in rows:
         meta = index.meta.get(rowid)
         if meta is None:
             continue
         if priority == -1 and meta.kind == "instruction":
-            rules.append((meta.created, meta.id, rowid))
+            rules.append((meta.created, rowid))
         elif priority >= (rule_threshold if meta.kind == "instruction" else threshold):
-            candidates.append((-priority, meta.created, meta.id, rowid))
+            candidates.append((-priority, meta.created, rowid))
     eligible["rules"], eligible["pinned"] = len(rules), len(candidates)
     rules.sort()
     candidates.sort()

@@ -16,6 +16,13 @@ and is relaxed in two cases, both measured in `benchmarks/results/quality.md`:
   miss. (At `recall.pin_priority` and above, memories are pinned into the system context
   instead, see `recall.engine`.)
 
+- **The memory is held out of the system context.** A conversation keeps the user profile it
+  started with (`recall.holds`), so a memory that would now be in the profile but was written
+  after the session's profile was chosen (typically by memory formation during the
+  conversation) reaches the model only through this block. The engine passes those rows as
+  `held_out` (the signal is just that set of row references); such a memory needs only
+  `ON_TOPIC_SHARE × threshold`, as the other memories of an on-topic message do.
+
 Every rule is monotonic: adding memories can only raise the scope's word coverage and the best
 match, so more memories never yield fewer injected ones.
 
@@ -71,6 +78,7 @@ def injected(
     threshold: float,
     limit: int,
     exclude: Iterable[int] = (),
+    held_out: Iterable[int] = (),
 ) -> list[RankedHit]:
     """The hits recall injects, best ranked first, at most `limit`.
 
@@ -79,6 +87,9 @@ def injected(
         threshold: `recall.score_threshold` (or the keyword threshold for keyword-only search).
         limit: `recall.max_results`.
         exclude: Row references already in the system context (pinned memories).
+        held_out: Row references of memories the system context would show in the user
+            profile but does not, because the session holds the profile it started with
+            (`recall.holds`).
     """
     skip = set(exclude)
     candidates = [h for h in outcome.hits if h.rowid not in skip]
@@ -87,7 +98,12 @@ def injected(
     best = max(h.score for h in candidates)
     on_topic = outcome.scope_coverage >= ON_TOPIC_COVERAGE and best >= ANCHOR_SHARE * threshold
     base = threshold * (ON_TOPIC_SHARE if on_topic else 1.0)
-    relevant = [h for h in candidates if h.score >= base * priority_factor(h.priority) - 1e-6]
+    relaxed = _held_out(candidates, set(held_out), threshold)
+    relevant = [
+        h
+        for h in candidates
+        if h.score >= base * priority_factor(h.priority) - 1e-6 or h.rowid in relaxed
+    ]
     return with_time(
         outcome,
         candidates,
@@ -96,3 +112,13 @@ def injected(
         limit=limit,
         priority_factor=priority_factor,
     )
+
+
+def _held_out(candidates: list[RankedHit], held_out: set[int], threshold: float) -> set[int]:
+    """The held-out rows (see `injected`) the message is about: at `ON_TOPIC_SHARE` of it."""
+    bar = ON_TOPIC_SHARE * threshold
+    return {
+        h.rowid
+        for h in candidates
+        if h.rowid in held_out and h.score >= bar * priority_factor(h.priority) - 1e-6
+    }

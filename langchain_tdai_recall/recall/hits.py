@@ -10,7 +10,11 @@ search and the read. The memory tools and the retriever reach these through the 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any, Literal, cast
+
+import numpy as np
+import numpy.typing as npt
 
 from langchain_tdai_recall._exchange.records import check_int, clean_text, shown
 from langchain_tdai_recall.config import TdaiConfig
@@ -23,6 +27,8 @@ from langchain_tdai_recall.text.clean import clean_query, content_text
 from langchain_tdai_recall.types import MemoryHit, MemoryType, MessageHit, Scope
 
 __all__ = ["HitSearch"]
+
+logger = logging.getLogger(__name__)
 
 
 class HitSearch:
@@ -115,14 +121,24 @@ class HitSearch:
             if (rec := records.get(h.rowid)) is not None
         ]
 
-    def ranked_memories(
-        self, scope: Scope, query: object, *, limit: int, where: MemoryFilter | None
-    ) -> list[RankedHit]:
-        """The ranked L1 rows of `scope` for `query` above the tools' floor, records unread.
+    def query_vector(self, query: str) -> tuple[npt.NDArray[np.float32] | None, str]:
+        """A store query cleaned as searches clean theirs, and its vector (`None` without one).
 
-        `graph_store.TdaiStore` reads and pages them itself.
+        For `graph_store.TdaiStore`, which ranks every item itself. The vector is `None` with
+        the `keyword` strategy, without an embedder, or when the embedding failed or took
+        longer than `embedding.query_timeout_ms` (logged); the store then ranks by keywords.
         """
-        return self._ranked(scope, "l1", query, limit, None, where=where)
+        text = clean_query(clean_text(content_text(query)))
+        if not text or self._config.recall.strategy == "keyword":
+            return None, text
+        if self._searcher.embeddings is None:
+            return None, text
+        vector, error = self._searcher.embed_query(
+            text, timeout_ms=self._config.embedding.query_timeout_ms
+        )
+        if vector is None:
+            logger.warning("store search: %s; ranking by keywords", error)
+        return vector, text
 
     def _ranked(
         self,

@@ -185,6 +185,11 @@ class ScopedStore(BaseMemoryStore):
             return []
         return self.records.list_memories(scope_id, scope, type=type, limit=limit, offset=offset)
 
+    def item_namespaces(self, scope: Scope) -> list[str | None]:
+        """Distinct LangGraph store namespaces of the scope (see `BaseMemoryStore`), by SQL."""
+        scope_id = self._known(scope)
+        return [] if scope_id is None else self.records.item_namespaces(scope_id)
+
     def memories_by_ref(self, scope: Scope, refs: Sequence[Ref]) -> dict[Ref, MemoryRecord]:
         """Memories of the scope for search-hit references; other scopes' rows are never read."""
         scope_id = self._known(scope)

@@ -43,10 +43,12 @@ The interface, by part:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,6 +57,7 @@ import numpy as np
 import numpy.typing as npt
 
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
+from langchain_tdai_recall.stores._index.extras import HIDDEN_KEY
 from langchain_tdai_recall.stores._index.layer import LayerIndex, RowSource
 from langchain_tdai_recall.stores._index.trim import release_freed_memory
 from langchain_tdai_recall.stores.records import Layer, MemoryRow, MessageRow, PendingVector
@@ -397,6 +400,28 @@ class BaseMemoryStore(ABC):
     @abstractmethod
     def memories_by_ref(self, scope: Scope, refs: Sequence[Ref]) -> dict[Ref, MemoryRecord]:
         """Memories of the scope for search-hit references; other scopes' rows are never read."""
+
+    def item_namespaces(self, scope: Scope) -> list[str | None]:
+        """The distinct namespaces of the scope's unexpired LangGraph store items.
+
+        Each is the JSON text of the list an item keeps in its metadata
+        (`metadata["tdai_store"]["ns"]`, written by `graph_store.TdaiStore`); `None` stands for
+        the memories that keep none. `TdaiStore.list_namespaces` reads it for every scope.
+        This default reads the scope's index; the SQL backends ask the database instead.
+        """
+        index = self.index(scope, "l1")
+        if index is None:
+            return []
+        now = time.time()
+        found: set[str | None] = set()
+        for rowid in index.meta:
+            extras = index.extras.get(rowid)
+            if extras is not None and extras.expires is not None and extras.expires <= now:
+                continue
+            part = extras.metadata.get(HIDDEN_KEY) if extras and extras.metadata else None
+            names = part.get("ns") if isinstance(part, Mapping) else None
+            found.add(json.dumps(names, ensure_ascii=False) if isinstance(names, list) else None)
+        return list(found)
 
     # -- L0 messages --------------------------------------------------------------------------
 

@@ -372,6 +372,10 @@ class RecordBackend(Protocol):
         """Memories of a scope that have not expired now (what reads return, swept or not)."""
         ...
 
+    def item_namespaces(self, scope_id: int) -> list[str | None]:
+        """Distinct LangGraph store namespaces (JSON text, `None`: none kept) of a scope."""
+        ...
+
     # -- erasure (issue 16) -------------------------------------------------------------------
 
     def delete_scope_rows(self, scope_id: int) -> dict[str, int]:

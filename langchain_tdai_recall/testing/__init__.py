@@ -8,7 +8,7 @@ The public doubles (`__all__`):
   timeouts and degradation.
 - `FakeToolCallingChatModel`: a scripted chat model that supports `bind_tools`.
 - `ScriptedFormationModel`: a chat model that answers memory-formation calls (extraction,
-  consolidation, scenes, persona) from Python functions, with useful defaults.
+  consolidation, scenes, persona, rating) from Python functions, with useful defaults.
 
 Two kits live beside them as submodules, imported only by who needs them:
 
@@ -29,6 +29,7 @@ from langchain_tdai_recall.testing._formation import (
     FormationCall,
     FormationWindow,
     PersonaRequest,
+    RatingRequest,
     SceneRequest,
     ScriptedFormationModel,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "FormationWindow",
     "HashEmbeddings",
     "PersonaRequest",
+    "RatingRequest",
     "SceneRequest",
     "ScriptedFormationModel",
     "SlowEmbeddings",

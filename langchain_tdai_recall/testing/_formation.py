@@ -1,11 +1,12 @@
 """A scripted chat model that answers memory-formation calls, for tests, notebooks and users.
 
 `ScriptedFormationModel` recognises which formation call it received (extraction,
-consolidation, scenes, persona) from the structured-output tool it was bound to (or, in prompt
-mode, from the schema named in the instructions), reads the prompt's data sections back into
-plain Python values, and answers with what a Python function returns for them. Defaults make it
-useful with no script at all: every user message becomes one memory, consolidation adds,
-scenes are left alone, and the persona lists the memories it is shown.
+consolidation, scenes, persona, and the rating of LangGraph-store items) from the
+structured-output tool it was bound to (or, in prompt mode, from the schema named in the
+instructions), reads the prompt's data sections back into plain Python values, and answers with
+what a Python function returns for them. Defaults make it useful with no script at all: every
+user message becomes one memory, consolidation adds, scenes are left alone, the persona lists
+the memories it is shown, and every rated memory gets priority 50.
 
 It speaks both ways a real model can: tool calls (when tools are bound and `tool_calling=True`)
 or a JSON text reply. Every request is recorded.
@@ -37,17 +38,19 @@ __all__ = [
     "FormationCall",
     "FormationWindow",
     "PersonaRequest",
+    "RatingRequest",
     "SceneRequest",
     "ScriptedFormationModel",
 ]
 
-CallKind = Literal["extract", "consolidate", "scenes", "persona"]
+CallKind = Literal["extract", "consolidate", "scenes", "persona", "rate"]
 
 _SCHEMAS: Final[dict[str, CallKind]] = {
     "ExtractionAnswer": "extract",
     "ConsolidationAnswer": "consolidate",
     "SceneAnswer": "scenes",
     "PersonaAnswer": "persona",
+    "RatingAnswer": "rate",
 }
 
 
@@ -92,6 +95,14 @@ class PersonaRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class RatingRequest:
+    """A rating request: memories other writers stored (`id` as `r1`, …, and `text`)."""
+
+    memories: list[dict[str, Any]]
+    system: str
+
+
+@dataclass(frozen=True, slots=True)
 class FormationCall:
     """One recorded call."""
 
@@ -123,6 +134,10 @@ def _default_consolidate(request: ConsolidationRequest) -> list[dict[str, Any]]:
 def _default_scenes(request: SceneRequest) -> list[dict[str, Any]]:
     del request
     return []
+
+
+def _default_rate(request: RatingRequest) -> list[dict[str, Any]]:
+    return [{"id": m["id"], "priority": 50, "type": "episodic"} for m in request.memories]
 
 
 def _default_persona(request: PersonaRequest) -> dict[str, Any]:
@@ -174,6 +189,8 @@ class ScriptedFormationModel(BaseChatModel):
     """Answers scene calls (default: no edits)."""
     persona: Callable[[PersonaRequest], Any] | None = None
     """Answers persona calls (default: the memories it is shown, one line each)."""
+    rate: Callable[[RatingRequest], Any] | None = None
+    """Answers rating calls for LangGraph-store items (default: priority 50, `episodic`)."""
     tool_calling: bool = True
     """Answer through tool calls when tools are bound; `False` answers with JSON text even
     then (as some models do). Without bound tools (prompt mode) it always answers with text."""
@@ -248,6 +265,10 @@ class ScriptedFormationModel(BaseChatModel):
                     system,
                 )
             )
+        if kind == "rate":
+            return (self.rate or _default_rate)(
+                RatingRequest(parse_section(user, "memories"), system)
+            )
         current = parse_section(user, "current_persona")
         return (self.persona or _default_persona)(
             PersonaRequest(
@@ -265,6 +286,7 @@ class ScriptedFormationModel(BaseChatModel):
                 "consolidate": "decisions",
                 "scenes": "edits",
                 "persona": "edits",
+                "rate": "ratings",
             }[kind]
             return {key: answer}
         return answer

@@ -99,6 +99,7 @@ PRIVATE_ROOMS: dict[str, tuple[str, ...] | None] = {
     ),
     "_embedding": (
         "langchain_tdai_recall.errors",
+        "langchain_tdai_recall.types",
         "langchain_tdai_recall._runtime",
         "langchain_tdai_recall.stores",
     ),
@@ -110,6 +111,12 @@ PRIVATE_ROOMS: dict[str, tuple[str, ...] | None] = {
     ),
     "_facade": None,
     "_turn": None,
+    "_graph": (
+        "langchain_tdai_recall.errors",
+        "langchain_tdai_recall.types",
+        "langchain_tdai_recall._exchange",
+        "langchain_tdai_recall.stores",
+    ),
 }
 
 
@@ -151,3 +158,17 @@ def test_only_the_facade_imports_its_parts() -> None:
             n for n in _imports(path, package) if n.startswith("langchain_tdai_recall._facade")
         ]
         assert not reached, f"{module} imports the facade's parts {reached}; only memory.py may"
+
+
+def test_only_the_langgraph_store_imports_its_parts() -> None:
+    for path in SOURCES:
+        module = _module_name(path)
+        if module == "langchain_tdai_recall.graph_store" or module.startswith(
+            "langchain_tdai_recall._graph"
+        ):
+            continue
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        reached = [
+            n for n in _imports(path, package) if n.startswith("langchain_tdai_recall._graph")
+        ]
+        assert not reached, f"{module} imports the store's parts {reached}; only graph_store may"

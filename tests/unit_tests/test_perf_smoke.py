@@ -66,3 +66,13 @@ def test_time_latency_script_runs_tiny(tmp_path: Path) -> None:
     assert size["resolver"]["time_questions"]["p50_us"] > 0
     text = (tmp_path / "time.md").read_text(encoding="utf-8")
     assert text.startswith("# Time-aware recall latency")
+
+
+def test_store_rw_script_runs_tiny(tmp_path: Path) -> None:
+    report = _run("store_rw.py", tmp_path / "store_rw.json")
+    (run,) = report["runs"]  # type: ignore[misc]
+    assert run["embedder"] == "hash"
+    assert run["put_one_text"]["n"] == 5
+    assert run["search_right_after_put"]["p50_ms"] > 0
+    assert run["scopes"][0]["items"] == 200
+    assert (tmp_path / "store_rw.md").read_text(encoding="utf-8").startswith("# Read-your")

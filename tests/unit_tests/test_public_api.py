@@ -98,6 +98,7 @@ TESTING_ALL = [
     "FormationWindow",
     "HashEmbeddings",
     "PersonaRequest",
+    "RatingRequest",
     "SceneRequest",
     "ScriptedFormationModel",
     "SlowEmbeddings",

@@ -279,7 +279,7 @@ class LayerIndex:
 
     def _track_priority(self, rowid: int, meta: RowMeta) -> None:
         if self.layer == "l1":
-            self._profile.add(rowid, meta)
+            self._profile.add(rowid, meta, self._active(rowid))
         if self.layer == "l1" and (
             meta.priority >= TRACKED_PRIORITY
             or (meta.priority == -1 and meta.kind == "instruction")
@@ -341,7 +341,9 @@ class LayerIndex:
             self._version += 1
             self.high_priority = {}
             if self.layer == "l1":
-                self._profile.reset(self.meta.items())
+                self._profile.reset(
+                    (rowid, meta, self._active(rowid)) for rowid, meta in self.meta.items()
+                )
                 self.high_priority = {
                     rowid: meta.priority
                     for rowid, meta in self.meta.items()
@@ -482,6 +484,13 @@ class LayerIndex:
             self._written.pop(rowid, None)
         self._times.changed(rowids)
 
+    def _active(self, rowid: int) -> float | None:
+        """The activity time of an L1 row (its end, else its start or timestamp), if any."""
+        extras = self.extras.get(rowid)
+        if extras is None:
+            return None
+        return extras.active_to if extras.active_to is not None else extras.active_from
+
     def _track_extras(self, row: MemoryRow) -> None:
         extras = row_extras(row.record)
         if extras is None:
@@ -614,6 +623,24 @@ class LayerIndex:
         """Rows that have a vector in the index (the others are pending or being re-embedded)."""
         with self._vlock:
             return len(self.vectors) if self.vectors is not None else 0
+
+    def unembedded_rows(self) -> list[int]:
+        """Searchable rows that have no vector of the current embedder yet, in reference order.
+
+        What a search by meaning would miss right after a write: the background upkeep
+        (`_embedding.upkeep.VectorUpkeep`) embeds these shortly. Hidden and expired rows are
+        left out, since no query search returns them. Usually empty, and then found in O(1).
+        """
+        excluded = self.excluded()
+        with self._writing():
+            vectors = self.vectors
+            if vectors is not None and len(vectors) >= len(self.meta):
+                return []
+            return [
+                rowid
+                for rowid in self.meta
+                if rowid not in excluded and (vectors is None or rowid not in vectors)
+            ]
 
     def vector_dim(self) -> int | None:
         """Dimension of the indexed vectors, or `None` before the first vector."""

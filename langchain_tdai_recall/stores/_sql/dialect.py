@@ -4,7 +4,8 @@ The two SQL backends keep the same tables under the same column names and mean t
 statement; what differs is small and listed here: PostgreSQL's tables carry a `tdai_` prefix,
 its parameters are `%s` (SQLite's `?`), a text cannot hold NUL, a list binds as one array, rows
 are locked with `FOR UPDATE`, text is ordered by `COLLATE "C"` (SQLite's default), "no limit"
-is `NULL` (SQLite's `-1`), and a vector's dimension is read with `vector_dims`. Shared
+is `NULL` (SQLite's `-1`), a vector's dimension is read with `vector_dims`, and a field of the
+JSON metadata with `jsonb` operators (SQLite's `json_extract`). Shared
 statements are written in SQLite's spelling with `{p}` before each table name; `Dialect.sql`
 turns one into the backend's own.
 """
@@ -52,6 +53,9 @@ class Dialect:
     """The dimension of the stored vector `vector`."""
     no_limit: int | None = -1
     """The `LIMIT` parameter that means no limit."""
+    item_namespace: str = "json_extract(metadata, '$.tdai_store.ns')"
+    """The namespace a LangGraph store item keeps in its metadata (`tdai_store.ns`), as JSON
+    text, or NULL (`graph_store`)."""
     memory_columns: str = ", ".join(
         "NULLIF(metadata, '{}')" if c == "metadata" else c for c in MEMORY_COLUMNS
     )

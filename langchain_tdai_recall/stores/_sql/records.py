@@ -665,6 +665,22 @@ class SqlRecords(SqlVectors, SqlErasure):
             ).fetchone()
         return int(row[0]) if row else 0
 
+    def item_namespaces(self, scope_id: int) -> list[str | None]:
+        """The distinct namespaces (JSON text) of a scope's unexpired LangGraph store items.
+
+        `None` stands for the memories that keep none (written otherwise, or before items had
+        one). Read from the metadata (`tdai_store.ns`), without reading the rows into Python.
+        """
+        with self._reading("list store namespaces") as conn:
+            rows = conn.execute(
+                self.dialect.sql(
+                    f"SELECT DISTINCT {self.dialect.item_namespace} FROM {{p}}memories "
+                    f"WHERE scope_id = ? AND {self._unexpired()}"
+                ),
+                (scope_id, utc_now()),
+            ).fetchall()
+        return [None if r[0] is None else str(r[0]) for r in rows]
+
     def expired_memories(self, now: str, limit: int) -> list[tuple[Scope, str]]:
         """(scope, id) of up to `limit` memories whose `expires_at` is at or before `now`.
 

@@ -76,6 +76,7 @@ POSTGRES: Final = Dialect(
     distinct_from="IS DISTINCT FROM",
     dimension="vector_dims(vector)",
     no_limit=None,
+    item_namespace="(metadata::jsonb #>> '{tdai_store,ns}')",
     memory_columns=_MEMORY_COLS,
 )
 """The statements shared with SQLite, as PostgreSQL reads them."""

@@ -158,6 +158,36 @@ def test_langmem_tools_write_through_tdai_store_and_recall_injects(mem: TdaiMemo
     )
 
 
+def test_langmem_search_right_after_create_finds_the_memory(mem: TdaiMemory) -> None:
+    # issue 24: search_memory("allergy") returned [] right after it stored the allergy, because
+    # the new memory had no vector yet and its words do not contain "allergy"
+    langmem = _langmem()
+    namespace = ("memories", "{langgraph_user_id}")
+    tools = [
+        langmem.create_manage_memory_tool(namespace=namespace),
+        langmem.create_search_memory_tool(namespace=namespace),
+    ]
+    model = FakeToolCallingChatModel(
+        script=[
+            [
+                {
+                    "name": "manage_memory",
+                    "args": {"content": "User is allergic to penicillin", "action": "create"},
+                }
+            ],
+            [{"name": "search_memory", "args": {"query": "allergy"}}],
+            "Noted: no penicillin.",
+        ]
+    )
+    config: Any = {"configurable": {"langgraph_user_id": "alice"}}
+    agent = create_agent(model, tools=tools, store=mem.as_store())
+    out = agent.invoke({"messages": [HumanMessage("I'm allergic to penicillin.")]}, config)
+    results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    found = json.loads(str(results[1].content))
+    assert [f["value"] for f in found] == [{"content": "User is allergic to penicillin"}]
+    assert found[0]["score"] is not None
+
+
 def test_langmem_store_manager_writes_memories_that_recall_finds(mem: TdaiMemory) -> None:
     langmem = _langmem()
     store = mem.as_store()

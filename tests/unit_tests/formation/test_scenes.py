@@ -240,7 +240,7 @@ def test_system_context_is_byte_stable_when_edits_change_nothing(open_memory: Op
     # scenes and the persona, so the profile is off
     memory = open_memory(
         scenes_model([create("Running")], [same], persona=lambda r: persona),
-        {"recall": {"profile_max_chars": None}},
+        {"recall": {"profile_max_tokens": None}},
     )
     form(memory, ["I run."])
     before = memory.recall("running")

@@ -92,3 +92,13 @@ def test_more_memories_never_inject_fewer() -> None:
                 count = len(result.memories)
                 assert count >= min(before[q], 5), (step, q)
                 before[q] = count
+
+
+def test_held_out_memories_need_only_the_on_topic_share() -> None:
+    """A memory the session's held profile leaves out (added during the conversation) reaches
+    the block when the message is about it, even when the message as a whole is not on topic."""
+    hits = (_hit(1, 0.2), _hit(2, 0.2), _hit(3, ON_TOPIC_SHARE * 0.3 - 0.01))
+    off_topic = _outcome(*hits, coverage=0.0)
+    assert injected(off_topic, threshold=0.3, limit=5) == []
+    chosen = injected(off_topic, threshold=0.3, limit=5, held_out={2, 3})
+    assert [h.rowid for h in chosen] == [2]  # 3 is below even the relaxed bar

@@ -14,6 +14,7 @@ import pytest
 
 from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.testing import HashEmbeddings
+from langchain_tdai_recall.text.tokens import estimate_tokens
 
 FACTS = [
     {"id": "veg", "content": "Is vegetarian", "type": "persona", "priority": 60},
@@ -63,8 +64,8 @@ def test_the_profile_is_byte_stable_until_its_memories_change(mem: TdaiMemory) -
 
 
 def test_the_budget_bounds_the_lines_and_skips_what_does_not_fit() -> None:
-    budget = 300
-    config = {"recall": {"profile_max_chars": budget}}
+    budget = 80
+    config = {"recall": {"profile_max_tokens": budget}}
     with TdaiMemory.open(None, embeddings=HashEmbeddings(dims=64), config=config) as memory:
         memory.add_memories(
             [
@@ -81,7 +82,7 @@ def test_the_budget_bounds_the_lines_and_skips_what_does_not_fit() -> None:
     text = result.append_system_context or ""
     lines = [line for line in text.splitlines() if line.startswith("- [episodic] short fact")]
     assert len(lines) == len(ids) < 40
-    assert sum(len(line) + 1 for line in lines) <= budget
+    assert sum(estimate_tokens(line) + 1 for line in lines) <= budget
 
 
 def test_pinned_memories_and_standing_rules_are_not_repeated(memory: TdaiMemory) -> None:
@@ -109,7 +110,7 @@ def test_pinned_memories_and_standing_rules_are_not_repeated(memory: TdaiMemory)
 
 
 def test_the_profile_can_be_switched_off() -> None:
-    config = {"recall": {"profile_max_chars": None}}
+    config = {"recall": {"profile_max_tokens": None}}
     with TdaiMemory.open(None, embeddings=HashEmbeddings(dims=64), config=config) as memory:
         memory.add_memories(FACTS, user_id="nina")
         result = memory.recall("Plan dinner for Friday", user_id="nina")

@@ -22,7 +22,7 @@ def test_recall_loads_only_the_pinned_records_it_injects(
         {"id": f"r{i}", "content": f"rule {i}", "type": "instruction", "priority": -1}
         for i in range(4)
     ]
-    config = {"recall": {"max_pinned": 5, "profile_max_chars": None}}
+    config = {"recall": {"max_pinned": 5, "profile_max_tokens": None}}
     with TdaiMemory.open(None, embeddings=HashEmbeddings(dims=16), config=config) as memory:
         memory.add_memories(records, user_id="u")
         memory.flush()
@@ -47,7 +47,7 @@ def test_recall_loads_only_the_pinned_records_it_injects(
 def test_the_profile_reads_a_bounded_number_of_records(monkeypatch: pytest.MonkeyPatch) -> None:
     """The profile is chosen on the index's row fields; only its budget's worth is read."""
     records = [{"id": f"m{i:04d}", "content": f"fact {i} about sailing"} for i in range(3000)]
-    config = {"recall": {"profile_max_chars": 300}}
+    config = {"recall": {"profile_max_tokens": 80}}
     with TdaiMemory.open(None, embeddings=HashEmbeddings(dims=16), config=config) as memory:
         memory.add_memories(records, user_id="u")
         memory.flush()
