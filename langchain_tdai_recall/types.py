@@ -323,10 +323,10 @@ class RecallResult:
     """Whether a reranker chose `memories` (otherwise the relevance threshold did)."""
     language: Language = "en"
     """Language the memory block was written in."""
-    time_ranges: tuple[tuple[dt.date, dt.date], ...] = ()
-    """Local date ranges (first, last, inclusive) the message was read as asking about
-    (`recall.time_aware`): memories whose activity time (else write time) falls in them were
-    favoured. Empty when the message names no time."""
+    time_ranges: tuple[tuple[str, str], ...] = ()
+    """Local date ranges the message was read as asking about (`recall.time_aware`), as ISO
+    dates (first, last, inclusive), like the record's times: memories whose activity time (else
+    write time) falls in them were favoured. Empty when the message names no time."""
 
     @property
     def injected_chars(self) -> int:

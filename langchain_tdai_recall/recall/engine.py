@@ -568,7 +568,11 @@ class RecallEngine:
             reranked=reranked,
             language=language,
             pending_vectors=pending,
-            time_ranges=tuple((r.first, r.last) for r in asked.ranges) if asked else (),
+            time_ranges=(
+                tuple((r.first.isoformat(), r.last.isoformat()) for r in asked.ranges)
+                if asked
+                else ()
+            ),
         )
         logger.debug(
             "recall strategy=%s memories=%d rules=%d pinned=%d total=%.1f ms timings=%s",

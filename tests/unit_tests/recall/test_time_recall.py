@@ -267,7 +267,7 @@ def _ids(result: object) -> list[str]:
 def test_a_month_question_brings_that_months_purchases(memory: TdaiMemory) -> None:
     result = memory.recall("Which dollars did I pay in November?", user_id=USER, now=NOW)
     assert result is not None
-    assert result.time_ranges == ((dt.date(2026, 11, 1), dt.date(2026, 11, 30)),)
+    assert result.time_ranges == (("2026-11-01", "2026-11-30"),)
     ids = _ids(result)
     assert {"coat", "tires"} <= set(ids)
     # November's dentist matches the time but none of the words
@@ -296,7 +296,7 @@ def test_now_decides_what_last_month_means(memory: TdaiMemory) -> None:
         "What did I do last month?", user_id=USER, now=dt.datetime(2026, 11, 15, 12)
     )
     assert october is not None
-    assert october.time_ranges == ((dt.date(2026, 10, 1), dt.date(2026, 10, 31)),)
+    assert october.time_ranges == (("2026-10-01", "2026-10-31"),)
     assert _ids(october) == ["desk"]
 
 
