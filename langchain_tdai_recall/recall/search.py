@@ -152,8 +152,9 @@ class SearchOutcome:
     """Set by the caller when the message asks only about a time ("what did I do last
     weekend?"): the gate then lets the in-range candidates through as ranked."""
     time_narrow: bool = False
-    """Set by the caller when the message's time picks memories out (a few months at most):
-    the gate then lets in-range candidates that match the rest of the words through."""
+    """Set by the caller when the message's time picks the writer's memories out (a question
+    about the writer, a few months at most): the gate then lets in-range candidates that match
+    the rest of the words through."""
 
     def top(self, limit: int, min_score: float) -> list[RankedHit]:
         """The best `limit` hits whose score reaches `min_score`.

@@ -7,10 +7,12 @@ candidates whose activity time (else write time) falls in it (`RankedHit.in_rang
 `TIME_RANK_BOOST` higher; see `recall.search`).
 
 `with_time` is the injection gate's rule for them ("what did I buy last month?"). When the time
-picks memories out (at most `NARROW_DAYS` in all, `SearchOutcome.time_narrow`; "this year"
-rather names the present), an in-range memory is injected when its relevance reaches
-`IN_RANGE_BEST_SHARE` of the best in-range candidate's and `IN_RANGE_FLOOR × threshold`: the
-memories of that time that match the rest of the words ("buy"), not every memory of the month.
+picks the writer's memories out (`AskedTime.narrow`, `SearchOutcome.time_narrow`: a question
+about the writer, at most `NARROW_DAYS` in all; "this year" rather names the present, and "write
+a poem about last summer" is about no memory), an in-range memory is injected when its relevance
+reaches `IN_RANGE_BEST_SHARE` of the best in-range candidate's and `IN_RANGE_FLOOR × threshold`:
+the memories of that time that match the rest of the words ("buy"), not every memory of the
+month.
 When the rest of the message is only question words ("what did I do last weekend?",
 `SearchOutcome.time_only`) the in-range candidates pass as ranked, up to `recall.max_results`.
 The time only adds: a memory that reaches the full threshold on its own keeps its place (only
@@ -64,15 +66,19 @@ class AskedTime:
     """The same ranges as epoch intervals (`stores._index.times`)."""
     only_time: bool
     """Whether the message asks only about the time (`ResolvedTime.only_time`)."""
+    personal: bool = True
+    """Whether the message asks about its writer (`text.timeexpr.is_personal`)."""
 
     @property
     def narrow(self) -> bool:
-        """Whether the dates span at most `NARROW_DAYS` in all.
+        """Whether the time picks the writer's memories out.
 
-        Such a time picks memories out ("last month", "over Christmas"); a longer one mostly
-        names the present ("this year").
+        The message asks about its writer (`personal`) and its dates span at most
+        `NARROW_DAYS` in all: "what did I buy last month?", "over Christmas". A longer time
+        mostly names the present ("this year"), and a time in a request about the world
+        ("explain daylight saving in March", "write a poem about last summer") picks nothing.
         """
-        return sum(r.days for r in self.ranges) <= NARROW_DAYS
+        return self.personal and sum(r.days for r in self.ranges) <= NARROW_DAYS
 
 
 def check_now(value: object, *, field: str = "now") -> dt.datetime | None:
@@ -116,6 +122,7 @@ def asked_time(text: str, *, now: dt.datetime | None, tz: dt.tzinfo) -> AskedTim
         resolved.ranges,
         TimeWindow.from_dates(((r.first, r.last) for r in resolved.ranges), tz, written=past),
         resolved.only_time,
+        resolved.personal,
     )
 
 

@@ -64,6 +64,7 @@ __all__ = [
     "Tense",
     "TimeExpression",
     "detect_tense",
+    "is_personal",
     "resolve_time",
 ]
 
@@ -117,6 +118,9 @@ class ResolvedTime:
     """The message without its time expressions (and the prepositions that led them)."""
     tense: Tense
     """The message's tense cue (`detect_tense`)."""
+    personal: bool
+    """Whether the message asks about its writer (`is_personal`): "what did I buy in May?",
+    "上个月买了什么？", not "write a poem about last summer" nor "下个月有什么好看的电影？"."""
 
     @property
     def only_time(self) -> bool:
@@ -322,6 +326,29 @@ _FUTURE_RE: Final = re.compile(
     r"remind me)\b|'ll\b"
     r"|[要将]|打算|计划|准备|安排|下次|即将|会不会|会去|会在"
 )
+
+
+_FIRST_PERSON_RE: Final = re.compile(
+    r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|we'd|we'll|us|our|ours)\b"
+    r"|(?<![帮给让为替教陪])我|咱|俺"
+)
+_IMPERATIVE_ME_RE: Final = re.compile(
+    r"^\W*(?:please\s+)?(?:give|show|tell|help|write|make|send|find|get|let)\s+(?:me|us)\b"
+)
+"""A request that names its writer only as the one served ("give me a plan for this week")."""
+
+
+def is_personal(text: str) -> bool:
+    """Whether a message asks about its writer's own life, so its time picks their memories.
+
+    A first-person pronoun ("what did I buy", "do we", "my", "我", not "帮我写", nor "give me"
+    opening an imperative) or a past-tense cue ("did the doctor say", "买了") marks it; a
+    question about the world or a request to write ("explain daylight saving in March",
+    "离春节还有几天？") does not.
+    """
+    lowered = text.lower()
+    stripped = _IMPERATIVE_ME_RE.sub("", lowered)
+    return _FIRST_PERSON_RE.search(stripped) is not None or _PAST_RE.search(lowered) is not None
 
 
 def detect_tense(text: str) -> Tense:
@@ -1224,4 +1251,5 @@ def resolve_time(text: str, today: dt.date) -> ResolvedTime | None:
         ranges=_merge(r for e in final for r in e.ranges),
         rest=_rest(norm, final),
         tense=ctx.tense,
+        personal=is_personal(norm),
     )

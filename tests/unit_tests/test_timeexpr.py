@@ -6,7 +6,12 @@ import datetime as dt
 
 import pytest
 
-from langchain_tdai_recall.text.timeexpr import DateRange, detect_tense, resolve_time
+from langchain_tdai_recall.text.timeexpr import (
+    DateRange,
+    detect_tense,
+    is_personal,
+    resolve_time,
+)
 
 THU = dt.date(2026, 12, 3)
 """A Thursday; its week runs Monday 30 November to Sunday 6 December."""
@@ -231,3 +236,22 @@ def test_lunar_tables_cover_their_years() -> None:
 def test_date_range_rejects_reversed_bounds() -> None:
     with pytest.raises(ValueError, match="before first"):
         DateRange(dt.date(2026, 2, 1), dt.date(2026, 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("text", "personal"),
+    [
+        ("What did I buy last month?", True),
+        ("How long are we staying in Shenzhen this winter?", True),
+        ("What did the doctor tell me three weeks ago?", True),
+        ("上个月买了什么？", True),
+        ("去年五月我去哪儿玩了？", True),
+        ("Write a short poem about last summer", False),
+        ("Give me a workout plan for this week", False),
+        ("How many days until Christmas?", False),
+        ("帮我写一首关于去年秋天的诗", False),
+        ("下周一是几号？", False),
+    ],
+)
+def test_personal(text: str, personal: bool) -> None:
+    assert is_personal(text) is personal

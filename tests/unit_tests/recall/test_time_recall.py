@@ -388,6 +388,11 @@ def test_a_write_time_is_matched_only_when_the_window_asks_for_it() -> None:
         ("How old is my mother this year?", False),
         ("我妹妹今年是不是参加高考了？", False),
         ("Where did we travel last year?", False),
+        # a time in a request about the world picks no memory out
+        ("Explain how daylight saving time works in March", False),
+        ("Write a short poem about last summer", False),
+        ("下个月有什么好看的电影？", False),
+        ("上个月买了什么？", True),  # no pronoun, a past tense
     ],
 )
 def test_a_time_of_a_few_months_at_most_picks_memories_out(text: str, narrow: bool) -> None:
