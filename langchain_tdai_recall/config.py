@@ -247,6 +247,11 @@ class RecallConfig(_ConfigModel):
     """Most scenes listed in the scene navigation (highest heat first); 0 lists none."""
     on_error: OnError = "skip"
     """`skip`: a timeout or backend failure injects nothing and logs a warning; `raise`: raise."""
+    time_aware: bool = True
+    """Read the time a message asks about ("last month", "in November", "上个月", "2026-11-03")
+    and favour the memories whose activity time (else write time) falls in it, in recall and in
+    `search_memories` / `tdai_memory_search` when no explicit time filter is given (see
+    `text.timeexpr`). Dates are resolved against the turn's time in `timezone`."""
 
     @classmethod
     def _translate_upstream(cls, data: dict[str, Any], notes: list[str]) -> dict[str, Any]:

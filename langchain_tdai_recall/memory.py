@@ -74,6 +74,7 @@ from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreRea
 from langchain_tdai_recall.recall.engine import RecallEngine, RecallRequest
 from langchain_tdai_recall.recall.hits import HitSearch
 from langchain_tdai_recall.recall.search import Searcher
+from langchain_tdai_recall.recall.when import check_now
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.types import (
     MEMORY_TYPES,
@@ -946,6 +947,7 @@ class TdaiMemory:
         session_key: str | None = None,
         system_prompt: str | None = None,
         tools_guide: bool = True,
+        now: dt.datetime | None = None,
     ) -> RecallResult | None:
         """Recall memories for this turn's user text (a string or content blocks).
 
@@ -961,6 +963,10 @@ class TdaiMemory:
                 keeps the system context byte-identical from turn to turn.
             tools_guide: Write the memory-tools guide into the system context (when
                 `tools.enabled`); pass `False` when the model does not have the memory tools.
+            now: The time of the turn, against which time expressions such as "last month"
+                are resolved (`recall.time_aware`); `None` is the clock. A naive datetime is
+                taken to be in the configured `timezone`. Pass it when replaying a past
+                conversation.
 
         Returns:
             The injection for this turn, or `None` when recall is disabled or exceeded
@@ -972,7 +978,10 @@ class TdaiMemory:
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(
-            system_prompt=system_prompt, tools_guide=bool(tools_guide), session_key=session_key
+            system_prompt=system_prompt,
+            tools_guide=bool(tools_guide),
+            session_key=session_key,
+            now=check_now(now),
         )
         return self._engine.recall(self._user_text(user_text), scope, request)
 
@@ -985,13 +994,17 @@ class TdaiMemory:
         session_key: str | None = None,
         system_prompt: str | None = None,
         tools_guide: bool = True,
+        now: dt.datetime | None = None,
     ) -> RecallResult | None:
         """Async version of `recall`."""
         scope = self.scope(user_id, agent_id)
         check_optional_str("session_key", session_key)
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(
-            system_prompt=system_prompt, tools_guide=bool(tools_guide), session_key=session_key
+            system_prompt=system_prompt,
+            tools_guide=bool(tools_guide),
+            session_key=session_key,
+            now=check_now(now),
         )
         return await self._engine.arecall(self._user_text(user_text), scope, request)
 
@@ -1010,6 +1023,7 @@ class TdaiMemory:
         created_before: dt.datetime | dt.date | str | None = None,
         active_after: dt.datetime | dt.date | str | None = None,
         active_before: dt.datetime | dt.date | str | None = None,
+        now: dt.datetime | None = None,
         wait_for_vectors: bool = False,
     ) -> list[MemoryHit]:
         """Search the scope's L1 memories with recall's ranking: the best hits the caller asked for.
@@ -1040,6 +1054,9 @@ class TdaiMemory:
             active_after: Only memories whose activity (start/end times or timestamp) ends at
                 or after this; memories without activity times are left out.
             active_before: Only memories whose activity starts at or before this.
+            now: The time against which a time named in `query` ("last month", "上周") is
+                resolved when no `created_*` / `active_*` filter is given: memories of that time
+                then rank first (`recall.time_aware`). `None` is the clock.
             wait_for_vectors: Embed the scope's memories still without a vector first.
 
         Returns:
@@ -1062,7 +1079,14 @@ class TdaiMemory:
         if wait_for_vectors:
             self._fresh_vectors(scope)
         return self._hits.memories(
-            scope, query, limit=limit, min_score=min_score, kind=type, scene=scene, where=where
+            scope,
+            query,
+            limit=limit,
+            min_score=min_score,
+            kind=type,
+            scene=scene,
+            where=where,
+            now=check_now(now),
         )
 
     def search_conversations(

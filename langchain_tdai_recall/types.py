@@ -355,6 +355,10 @@ class RecallResult:
     order the model reads them: the system context's standing rules, pinned memories and
     profile, then the memory block (`memories`). A profile memory the message is about is
     listed twice, once per channel that carries it."""
+    time_ranges: tuple[tuple[str, str], ...] = ()
+    """Local date ranges the message was read as asking about (`recall.time_aware`), as ISO
+    dates (first, last, inclusive), like the record's times: memories whose activity time (else
+    write time) falls in them were favoured. Empty when the message names no time."""
 
     @property
     def injected_chars(self) -> int:

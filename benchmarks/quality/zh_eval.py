@@ -10,6 +10,9 @@ each query is run against its user's scope. Three strategies side by side (`keyw
   is injected, and for `absent` queries (the fact is not stored) the share that inject nothing
   and the mean number injected.
 
+Relative times in the queries ("去年国庆节", "下周末") are resolved against the set's reference
+date, 2025-06-15 (its README), passed as `now` to `recall` and `search_memories`.
+
 Usage::
 
     python benchmarks/quality/zh_eval.py [--data DIR] [--users u01,u02] [--out PATH]
@@ -19,6 +22,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import logging
 import sys
 import time
@@ -53,6 +57,10 @@ from langchain_tdai_recall import TdaiMemory
 MODES: tuple[str, ...] = ("keyword", "embedding", "hybrid")
 K = 10
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "quality_zh_eval.json"
+
+
+REFERENCE_NOW = dt.datetime(2025, 6, 15, 12, 0)
+"""The set's reference date (a Sunday), in the store's timezone."""
 
 
 def _records(user: ZhUser) -> list[dict[str, Any]]:
@@ -118,7 +126,11 @@ def evaluate(
                 if ranking:
                     # @5 metrics from limit=5 (hybrid's candidate depth follows the limit)
                     hits = memory.search_memories(
-                        query.query, limit=5, user_id=query.user_id, min_score=0.0
+                        query.query,
+                        limit=5,
+                        user_id=query.user_id,
+                        min_score=0.0,
+                        now=REFERENCE_NOW,
                     )
                     if query.kind == "absent":
                         # the legs' own numbers (cosine, keyword relevance) are comparable with
@@ -131,7 +143,11 @@ def evaluate(
                     covered = [
                         (h.id,)
                         for h in memory.search_memories(
-                            query.query, limit=K, user_id=query.user_id, min_score=0.0
+                            query.query,
+                            limit=K,
+                            user_id=query.user_id,
+                            min_score=0.0,
+                            now=REFERENCE_NOW,
                         )
                     ]
                     rows.append(
@@ -143,7 +159,7 @@ def evaluate(
                         }
                     )
                     continue
-                result = memory.recall(query.query, user_id=query.user_id)
+                result = memory.recall(query.query, user_id=query.user_id, now=REFERENCE_NOW)
                 ids = [m.id for m in result.memories] if result is not None else []
                 # the system context (standing rules, pinned memories, the user profile) is in
                 # front of the model on every turn

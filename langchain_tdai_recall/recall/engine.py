@@ -39,6 +39,7 @@ from langchain_tdai_recall.recall.search import (
     Searcher,
     SearchOutcome,
 )
+from langchain_tdai_recall.recall.when import AskedTime, asked_time
 from langchain_tdai_recall.stores.base import BaseMemoryStore, Scope
 from langchain_tdai_recall.text.budget import apply_budget
 from langchain_tdai_recall.text.clean import clean_query, content_text
@@ -94,6 +95,8 @@ class RecallRequest:
     """Whether the caller has the memory tools (the guide is written only then)."""
     session_key: str | None = None
     """The conversation of the turn: its profile is held (`recall.holds`); `None` holds none."""
+    now: dt.datetime | None = None
+    """The turn's time, against which "last month" is resolved (default: the clock)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -504,6 +507,40 @@ class RecallEngine:
             ),
         )
 
+    def _search(
+        self,
+        query: str,
+        scope: Scope,
+        request: RecallRequest,
+        pinned: int,
+        deadline: float,
+        *,
+        embedded: QueryVector,
+    ) -> tuple[SearchOutcome, AskedTime | None]:
+        """The L1 search of a turn, with the time the message asks about (`recall.time_aware`)."""
+        cfg = self.config.recall
+        asked: AskedTime | None = None
+        resolving = 0.0
+        if cfg.time_aware:
+            t_when = time.perf_counter()
+            asked = asked_time(query, now=request.now, tz=self._tz)
+            resolving = (time.perf_counter() - t_when) * 1000
+        outcome = self.searcher.search(
+            scope,
+            "l1",
+            query,
+            limit=cfg.max_results + pinned,
+            strategy=cfg.strategy,
+            deadline=deadline,
+            embedded=embedded,
+            when=asked.window if asked is not None else None,
+        )
+        outcome.time_only = asked is not None and asked.only_time
+        outcome.time_narrow = asked is not None and asked.narrow
+        if cfg.time_aware:
+            outcome.timings_ms["when"] = resolving
+        return outcome, asked
+
     def _recall(
         self, user_text: object, scope: Scope, request: RecallRequest, deadline: float
     ) -> RecallSteps:
@@ -528,16 +565,11 @@ class RecallEngine:
         )
         pinned_refs = key.refs
         timings["pinned"] = (time.perf_counter() - t_pinned) * 1000
+        asked: AskedTime | None = None
         if len(query) >= MIN_QUERY_CHARS and cfg.max_results > 0:
             embedded = yield from self._query_embedding(query, scope, deadline, timings)
-            outcome = self.searcher.search(
-                scope,
-                "l1",
-                query,
-                limit=cfg.max_results + len(pinned_refs),
-                strategy=cfg.strategy,
-                deadline=deadline,
-                embedded=embedded,
+            outcome, asked = self._search(
+                query, scope, request, len(pinned_refs), deadline, embedded=embedded
             )
             strategy, error = outcome.strategy, outcome.error
             pending = outcome.pending_vectors
@@ -597,6 +629,11 @@ class RecallEngine:
             language=language,
             pending_vectors=pending,
             injected=_reached_model(key, memories, outcome),
+            time_ranges=(
+                tuple((r.first.isoformat(), r.last.isoformat()) for r in asked.ranges)
+                if asked
+                else ()
+            ),
         )
         logger.debug(
             "recall strategy=%s memories=%d rules=%d pinned=%d total=%.1f ms timings=%s",

@@ -25,6 +25,10 @@ and is relaxed in two cases, both measured in `benchmarks/results/quality.md`:
 
 Every rule is monotonic: adding memories can only raise the scope's word coverage and the best
 match, so more memories never yield fewer injected ones.
+
+When the message names a time, the memories of that time may pass on a rule of their own
+(`recall.when.with_time`: they must match the rest of the words), without pushing out a memory
+that reaches the full threshold on its own.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from langchain_tdai_recall.recall.search import RankedHit, SearchOutcome
+from langchain_tdai_recall.recall.when import with_time
 
 __all__ = [
     "ANCHOR_SHARE",
@@ -94,11 +99,19 @@ def injected(
     on_topic = outcome.scope_coverage >= ON_TOPIC_COVERAGE and best >= ANCHOR_SHARE * threshold
     base = threshold * (ON_TOPIC_SHARE if on_topic else 1.0)
     relaxed = _held_out(candidates, set(held_out), threshold)
-    return [
+    relevant = [
         h
         for h in candidates
         if h.score >= base * priority_factor(h.priority) - 1e-6 or h.rowid in relaxed
-    ][:limit]
+    ]
+    return with_time(
+        outcome,
+        candidates,
+        relevant,
+        threshold=threshold,
+        limit=limit,
+        priority_factor=priority_factor,
+    )
 
 
 def _held_out(candidates: list[RankedHit], held_out: set[int], threshold: float) -> set[int]:

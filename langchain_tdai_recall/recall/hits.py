@@ -9,6 +9,7 @@ search and the read. The memory tools and the retriever reach these through the 
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any, Literal, cast
 
@@ -19,6 +20,7 @@ from langchain_tdai_recall._exchange.records import check_int, clean_text, shown
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.recall.search import RankedHit, Searcher
+from langchain_tdai_recall.recall.when import asked_time
 from langchain_tdai_recall.stores._index.extras import MemoryFilter
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.text.clean import clean_query, content_text
@@ -47,13 +49,31 @@ class HitSearch:
         kind: MemoryType | None,
         scene: str | None,
         where: MemoryFilter | None = None,
+        now: dt.datetime | None = None,
     ) -> list[MemoryHit]:
         """The best L1 memories of `scope` for `query` (arguments as `search_memories` takes).
 
-        `where` filters by metadata and times (`stores._index.extras.MemoryFilter`).
+        `where` filters by metadata and times (`stores._index.extras.MemoryFilter`). Without a
+        time filter, a time named in the query ("last month") favours the memories of that
+        time (`recall.time_aware`), resolved at `now` (default: the clock).
         """
+        timed = where is None or (
+            where.created_after is None
+            and where.created_before is None
+            and where.active_after is None
+            and where.active_before is None
+        )
         hits = self._ranked(
-            scope, "l1", query, limit, min_score, kind=kind, group=scene or None, where=where
+            scope,
+            "l1",
+            query,
+            limit,
+            min_score,
+            kind=kind,
+            group=scene or None,
+            where=where,
+            timed=timed and self._config.recall.time_aware,
+            now=now,
         )
         records = self._store.memories_by_ref(scope, [h.rowid for h in hits])
         return [
@@ -127,9 +147,15 @@ class HitSearch:
         query: object,
         limit: object,
         min_score: object,
+        *,
+        timed: bool = False,
+        now: dt.datetime | None = None,
         **filters: Any,
     ) -> list[RankedHit]:
-        """Validate, clean the query, rank it like recall and keep the best hits above the floor."""
+        """Validate, clean the query, rank it like recall and keep the best hits above the floor.
+
+        With `timed`, a time the query names favours the memories of that time.
+        """
         check_int("limit", limit, low=1, high=100)
         floor = self._config.tools.min_score if min_score is None else min_score
         if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1:
@@ -141,12 +167,15 @@ class HitSearch:
         text = clean_query(clean_text(content_text(query)))
         if not text:
             return []
+        asked = asked_time(text, now=now, tz=self._config.tzinfo()) if timed else None
         outcome = self._searcher.search(
             scope,
             layer,
             text,
             limit=cast("int", limit),
             strategy=self._config.recall.strategy,
+            when=asked.window if asked is not None else None,
             **filters,
         )
+        outcome.time_only = asked is not None and asked.only_time
         return outcome.top(cast("int", limit), float(floor))

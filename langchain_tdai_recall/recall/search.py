@@ -22,6 +22,16 @@ query embedding failed or timed out) the score is that leg's number.
 Ties break by rank, then priority, then recency, then id, so results never depend on insertion
 order or dictionary iteration. Measurements behind the weights: `benchmarks/results/quality.md`.
 
+**Time.** A search may carry a `TimeWindow` (the dates a message asks about, resolved by
+`text.timeexpr`). The rows whose activity time (else write time) falls in it are looked up in the
+index's time table (`stores._index.times`); up to `TIME_SCORE_ALL` of them are all scored by
+both legs, up to `TIME_SCAN_MAX` are narrowed to the vector leg's best `3 × limit` among them,
+and from a wider window the scope's `TIME_WIDE_DEPTH × 3 × limit` nearest that fall in it join
+(with, always, the keyword leg's candidates that are in the window). The best `3 × limit` of
+them join the candidates, flagged `in_range`, and every in-range hit ranks `TIME_RANK_BOOST`
+higher. Their relevance (`score`) is unchanged: whether one is injected is the gate's decision
+(`recall.gate`, `recall.when`).
+
 In a scope of `PARALLEL_LEGS_MIN_ROWS` rows or more, the two legs of a hybrid search run at the
 same time (the vector scan on a worker thread: FAISS and numpy release the GIL), and the keyword
 leg then scores the vector candidates it did not find itself; the numbers are the same as when
@@ -47,6 +57,7 @@ from langchain_tdai_recall._runtime.threads import DaemonExecutor
 from langchain_tdai_recall.stores._index.extras import MemoryFilter
 from langchain_tdai_recall.stores._index.keyword import KeywordHits
 from langchain_tdai_recall.stores._index.layer import LayerIndex
+from langchain_tdai_recall.stores._index.times import TimeWindow
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.stores.records import Layer
 from langchain_tdai_recall.types import RecallStrategy, Scope, Strategy
@@ -54,6 +65,10 @@ from langchain_tdai_recall.types import RecallStrategy, Scope, Strategy
 __all__ = [
     "CANDIDATES_PER_RESULT",
     "EMBEDDING_WEIGHT",
+    "TIME_RANK_BOOST",
+    "TIME_SCAN_MAX",
+    "TIME_SCORE_ALL",
+    "TIME_WIDE_DEPTH",
     "QueryEmbedding",
     "QueryVector",
     "RankedHit",
@@ -77,6 +92,20 @@ PARALLEL_LEGS_MIN_ROWS: Final = 50_000
 """From this many rows in a scope, a hybrid search runs its two legs at the same time; below it
 the legs take a millisecond or two and handing one to a thread would cost more than it saves."""
 
+TIME_RANK_BOOST: Final = 0.15
+"""Added to the rank of a hit whose time falls in the message's time window."""
+
+TIME_SCORE_ALL: Final = 512
+"""A time window holding at most this many rows has every one scored by both legs."""
+
+TIME_SCAN_MAX: Final = 2048
+"""A larger window is not scanned by the vector leg row by row (in a large scope the rows are
+float16, and converting them costs about a microsecond per dimension and thousand rows): its
+rows among the scope's `TIME_WIDE_DEPTH × 3 × limit` nearest join instead."""
+
+TIME_WIDE_DEPTH: Final = 2
+"""How much deeper than the search's own vector leg a wide window's candidates are fetched."""
+
 _LEGS = DaemonExecutor(4, name="tdai-vector-leg")
 """Runs the vector leg of large hybrid searches (daemon threads: exit never waits for them)."""
 
@@ -97,6 +126,9 @@ class RankedHit:
     """Cosine similarity when the embedding leg ran and the row has a vector."""
     priority: int
     """Priority of the row (0 for messages)."""
+    in_range: bool = False
+    """Whether the row's activity time (else write time) falls in the time the message asks
+    about (`Searcher.search(when=...)`): the gate's signal for time questions."""
 
 
 @dataclass(slots=True)
@@ -116,10 +148,24 @@ class SearchOutcome:
     pending_vectors: int = 0
     """Rows of the scope's layer without a vector yet (computed in the background after a
     write, or being re-embedded after an embedder change): the vector leg could not see them."""
+    in_range_rows: int | None = None
+    """With a time window: how many searchable rows of the scope fall in it (else `None`)."""
+    time_only: bool = False
+    """Set by the caller when the message asks only about a time ("what did I do last
+    weekend?"): the gate then lets the in-range candidates through as ranked."""
+    time_narrow: bool = False
+    """Set by the caller when the message's time picks the writer's memories out (a question
+    about the writer, a few months at most): the gate then lets in-range candidates that match
+    the rest of the words through."""
 
     def top(self, limit: int, min_score: float) -> list[RankedHit]:
-        """The best `limit` hits whose score reaches `min_score`."""
-        return [h for h in self.hits if h.score >= min_score - 1e-6][:limit]
+        """The best `limit` hits whose score reaches `min_score`.
+
+        When the message asks only about a time, the in-range hits need no minimum.
+        """
+        return [
+            h for h in self.hits if h.score >= min_score - 1e-6 or (self.time_only and h.in_range)
+        ][:limit]
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,6 +388,7 @@ class Searcher:
         query_vector: npt.NDArray[np.float32] | None = None,
         embedded: QueryVector | None = None,
         where: MemoryFilter | None = None,
+        when: TimeWindow | None = None,
     ) -> SearchOutcome:
         """Ranked candidates for `text` in one scope's layer.
 
@@ -353,7 +400,8 @@ class Searcher:
         formation embeds its new memories once for their rows), replaces the query embedding;
         so does `embedded`, the outcome of a query embedding the caller started and waited for
         itself (recall: `start_query_embedding`), with which the search never calls the
-        embedder. `where` filters L1 rows by metadata and times. Expired memories, and items
+        embedder. `where` filters L1 rows by metadata and times. `when` favours the rows whose time
+        falls in a window (see the module docstring). Expired memories, and items
         stored with `index=False`, are never returned (`LayerIndex.excluded`).
 
         The outcome's `strategy` names the legs that produced its scores: `hybrid` or
@@ -405,12 +453,49 @@ class Searcher:
                 cosines.update(index.vector_scores(vector, keyword_only))
             timings["keyword"] = (time.perf_counter() - t3) * 1000
 
+        in_range, in_range_rows = _time_leg(
+            index,
+            when,
+            (allowed, excluded),
+            text,
+            vector,
+            depth=depth,
+            legs=(cosines, coverage, ranked),
+            keyword=effective != "embedding",
+            timings=timings,
+        )
+        return self._fused(
+            (effective, leg.error, leg.pending, scope_coverage),
+            (cosines, coverage, ranked),
+            index,
+            in_range=in_range,
+            in_range_rows=in_range_rows,
+            excluded=excluded,
+            timings=timings,
+        )
+
+    @staticmethod
+    def _fused(
+        state: tuple[RecallStrategy, str | None, int, float],
+        legs: tuple[dict[int, float], dict[int, float], dict[int, float]],
+        index: LayerIndex,
+        *,
+        in_range: frozenset[int],
+        in_range_rows: int | None,
+        excluded: frozenset[int],
+        timings: dict[str, float],
+    ) -> SearchOutcome:
+        """The outcome of a search from its legs' numbers (strategy, error, pending, coverage)."""
+        effective, error, pending, scope_coverage = state
+        cosines, coverage, ranked = legs
         t4 = time.perf_counter()
-        hits = _fuse(effective, cosines, coverage, ranked, index)
+        hits = _fuse(effective, cosines, coverage, ranked, index, in_range=in_range)
         if excluded:
             hits = [h for h in hits if h.rowid not in excluded]
         timings["fuse"] = (time.perf_counter() - t4) * 1000
-        return SearchOutcome(hits, effective, leg.error, timings, scope_coverage, leg.pending)
+        outcome = SearchOutcome(hits, effective, error, timings, scope_coverage, pending)
+        outcome.in_range_rows = in_range_rows
+        return outcome
 
     def _vector_leg(
         self,
@@ -495,6 +580,102 @@ def _excluding(
     return excluded, depth + len(excluded), allowed
 
 
+def _time_leg(
+    index: LayerIndex,
+    when: TimeWindow | None,
+    filters: tuple[npt.NDArray[np.int64] | None, frozenset[int]],
+    text: str,
+    vector: npt.NDArray[np.float32] | None,
+    *,
+    depth: int,
+    legs: tuple[dict[int, float], dict[int, float], dict[int, float]],
+    keyword: bool,
+    timings: dict[str, float],
+) -> tuple[frozenset[int], int | None]:
+    """The candidates inside `when` (added to `legs`) and how many rows the window holds."""
+    if when is None:
+        return frozenset(), None
+    started = time.perf_counter()
+    rows = _window_rows(index, when, *filters)
+    inside = _score_window(index, rows, text, vector, depth=depth, legs=legs, keyword=keyword)
+    timings["time"] = (time.perf_counter() - started) * 1000
+    return inside, int(rows.size)
+
+
+def _window_rows(
+    index: LayerIndex,
+    when: TimeWindow,
+    allowed: npt.NDArray[np.int64] | None,
+    excluded: frozenset[int],
+) -> npt.NDArray[np.int64]:
+    """The searchable rows (filters applied, expired and hidden left out) inside `when`."""
+    rows = index.rows_in_time(when)
+    if allowed is not None:
+        rows = rows[np.isin(rows, allowed, assume_unique=True)]
+    if excluded and rows.size:
+        rows = rows[~np.isin(rows, np.fromiter(excluded, np.int64, len(excluded)))]
+    return rows
+
+
+def _score_window(
+    index: LayerIndex,
+    rows: npt.NDArray[np.int64],
+    text: str,
+    vector: npt.NDArray[np.float32] | None,
+    *,
+    depth: int,
+    legs: tuple[dict[int, float], dict[int, float], dict[int, float]],
+    keyword: bool,
+) -> frozenset[int]:
+    """Add the window's best rows to the legs' candidates; return every candidate in the window.
+
+    `legs` are the (cosine, coverage, ranked) numbers of the candidates so far, updated in
+    place: up to `TIME_SCORE_ALL` window rows are all scored by both legs and the best `depth`
+    kept; from a larger window the vector leg's best `depth` (and the keyword candidates already
+    in it) are.
+    """
+    cosines, coverage, ranked = legs
+    if rows.size == 0:
+        return frozenset()
+    if rows.size > TIME_SCORE_ALL:
+        known = np.fromiter({*cosines, *coverage}, np.int64)
+        pool = rows[np.isin(rows, known)].tolist()
+        if vector is not None and rows.size <= TIME_SCAN_MAX:
+            ids, _ = index.vector_search(vector, limit=depth, allowed=rows)
+            pool += ids.tolist()
+        elif vector is not None:  # a wide window: the scope's nearest, as far as they fall in it
+            ids, _ = index.vector_search(vector, limit=depth * TIME_WIDE_DEPTH, allowed=None)
+            pool += ids[np.isin(ids, rows)].tolist()
+        rows = np.unique(np.asarray(pool, dtype=np.int64))
+    new = [r for r in rows.tolist() if r not in cosines and r not in coverage]
+    cos: dict[int, float] = index.vector_scores(vector, new) if vector is not None else {}
+    cov: dict[int, float] = {}
+    rnk: dict[int, float] = {}
+    if keyword and new:
+        found = index.keyword_scores(index.tokenizer.query(text), new)
+        cov = dict(zip(found.ids.tolist(), found.coverage.tolist(), strict=True))
+        rnk = dict(zip(found.ids.tolist(), found.ranked.tolist(), strict=True))
+    # keep the best `depth` of the newcomers: by the rank they will get, then as `_fuse` breaks
+    # ties (priority, recency, id); only those at or above the depth-th rank are sorted
+    w = EMBEDDING_WEIGHT
+    rank = {r: w * max(cos.get(r, 0.0), 0.0) + (1 - w) * rnk.get(r, 0.0) for r in new}
+    if len(new) > depth:
+        cutoff = sorted(rank.values(), reverse=True)[depth - 1]
+        new = [r for r in new if rank[r] >= cutoff]
+    meta = index.meta
+    order = sorted(new, key=lambda r: meta[r].id)
+    order.sort(key=lambda r: meta[r].recency, reverse=True)
+    order.sort(key=lambda r: (-rank[r], -meta[r].priority))
+    for rowid in order[:depth]:
+        if vector is not None:
+            cosines[rowid] = cos.get(rowid, 0.0)
+        if keyword:
+            coverage[rowid] = cov.get(rowid, 0.0)
+            ranked[rowid] = rnk.get(rowid, 0.0)
+    candidates = np.fromiter({*cosines, *coverage}, np.int64)
+    return frozenset(candidates[np.isin(candidates, rows)].tolist())
+
+
 def _pending(index: LayerIndex) -> int:
     """Rows of the layer without a vector.
 
@@ -568,8 +749,10 @@ def _fuse(
     coverage: dict[int, float],
     ranked: dict[int, float],
     index: LayerIndex,
+    *,
+    in_range: frozenset[int] = frozenset(),
 ) -> list[RankedHit]:
-    """Score and order the union of both legs' candidates."""
+    """Score and order the union of both legs' candidates (`in_range` rows rank higher)."""
     w = EMBEDDING_WEIGHT
     meta = index.meta
     hits: list[RankedHit] = []
@@ -587,14 +770,16 @@ def _fuse(
         else:
             score = w * max(cos, 0.0) + (1 - w) * (cov or 0.0)
             rank = w * max(cos, 0.0) + (1 - w) * ranked.get(rowid, 0.0)
+        inside = rowid in in_range
         hits.append(
             RankedHit(
                 rowid=rowid,
                 score=min(score, 1.0),
-                rank=rank,
+                rank=rank + TIME_RANK_BOOST if inside else rank,
                 keyword_score=cov if strategy != "embedding" else None,
                 embedding_score=cos,
                 priority=row.priority,
+                in_range=inside,
             )
         )
     # Stable sorts, least significant key first: id, recency (newest first), priority, rank.

@@ -54,6 +54,20 @@ def test_scale_script_runs_tiny(tmp_path: Path) -> None:
     assert (tmp_path / "scale.md").read_text(encoding="utf-8").startswith("# Large scopes")
 
 
+def test_time_latency_script_runs_tiny(tmp_path: Path) -> None:
+    report = _run("time_latency.py", tmp_path / "time.json")
+    (size,) = report["sizes"]  # type: ignore[misc]
+    assert size["memories"] == 600
+    assert size["dated_memories"] > 0
+    for column in ("plain_on", "plain_off", "time_on", "time_off"):
+        assert size[column]["n"] == 8
+        assert size[column]["p50_ms"] > 0
+    assert size["time_questions_injected_mean"] > 0
+    assert size["resolver"]["time_questions"]["p50_us"] > 0
+    text = (tmp_path / "time.md").read_text(encoding="utf-8")
+    assert text.startswith("# Time-aware recall latency")
+
+
 def test_store_rw_script_runs_tiny(tmp_path: Path) -> None:
     report = _run("store_rw.py", tmp_path / "store_rw.json")
     (run,) = report["runs"]  # type: ignore[misc]

@@ -14,6 +14,7 @@ caught up the same way, so a snapshot only ever saves work; it never replaces th
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import logging
 import sys
 import threading
@@ -30,10 +31,18 @@ from langchain_tdai_recall.stores._index.extras import (
     ExpiryTable,
     MemoryFilter,
     RowExtras,
+    epoch,
     row_extras,
 )
 from langchain_tdai_recall.stores._index.keyword import KeywordHits, KeywordIndex, KeywordState
 from langchain_tdai_recall.stores._index.profile import ProfileHead
+from langchain_tdai_recall.stores._index.times import (
+    RowTime,
+    TimeArrays,
+    TimeIndex,
+    TimeWindow,
+    epochs,
+)
 from langchain_tdai_recall.stores.records import Layer, MemoryRow, MessageRow
 from langchain_tdai_recall.text.tokenize import Query, Tokenizer
 from langchain_tdai_recall.types import Scope
@@ -216,6 +225,11 @@ class LayerIndex:
         """The expiry table and the version it was built at."""
         self._excluded: tuple[tuple[int, int], frozenset[int]] = ((0, 0), frozenset())
         """The rows left out of searches, by (version, expired rows) they were found at."""
+        self._written: dict[int, float] = {}
+        """Write times (epoch seconds) by row, read from `RowMeta.created` when a time lookup
+        first needs them (a scope never asked about time pays nothing)."""
+        self._times = TimeIndex()
+        """The rows' times for time-range lookups (`stores._index.times`)."""
 
     def refresh(self) -> None:
         """Apply every change written to this scope's layer since the last refresh."""
@@ -318,6 +332,8 @@ class LayerIndex:
             self.vectors = vectors
             self.meta = dict(zip(rowids, state.metas, strict=True))
             self.extras = dict(state.extras)
+            self._written = {}
+            self._times.reset()
             self._hidden = {rowid for rowid, e in self.extras.items() if e.hidden}
             self._expiring = {
                 rowid: e.expires for rowid, e in self.extras.items() if e.expires is not None
@@ -379,6 +395,62 @@ class LayerIndex:
             self._excluded = (key, rows)
             return rows
 
+    # -- time ranges (time-aware recall, issue 22) ---------------------------------------------
+
+    def rows_in_time(self, window: TimeWindow) -> npt.NDArray[np.int64]:
+        """L1 rows whose activity time (else write time) overlaps `window`, sorted.
+
+        A persona fact or instruction is matched by its activity time only: when it was
+        written says when it was learned, not when anything happened. An event without an
+        activity time is matched by its write time when `window.written`.
+
+        Expired and hidden rows are included (searches leave them out). The table is built on
+        the first call and kept current after writes (`stores._index.times.TimeIndex`).
+        """
+        with self._klock:
+            return self._times.rows(window, self._row_time, self._time_arrays)
+
+    def _time_arrays(self) -> TimeArrays:
+        """Every row's time, built in bulk (the first lookup of a large scope). Under `_klock`."""
+        active: dict[int, tuple[float, float]] = {}
+        for rowid, extra in self.extras.items():
+            if extra.active_from is not None and rowid in self.meta:
+                end = extra.active_to if extra.active_to is not None else extra.active_from
+                active[rowid] = (extra.active_from, max(end, extra.active_from))
+        timed = [
+            (rowid, meta.created)
+            for rowid, meta in self.meta.items()
+            if rowid not in active and (meta.kind == "episodic" or self.layer == "l0")
+        ]
+        written = epochs([created for _, created in timed])
+        n_active = len(active)
+        return (
+            np.fromiter(itertools.chain(active, (r for r, _ in timed)), np.int64),
+            np.concatenate(
+                (np.fromiter((a for a, _ in active.values()), float, n_active), written)
+            ),
+            np.concatenate(
+                (np.fromiter((b for _, b in active.values()), float, n_active), written)
+            ),
+            np.concatenate((np.zeros(n_active, dtype=bool), np.ones(len(timed), dtype=bool))),
+        )
+
+    def _row_time(self, rowid: int) -> RowTime | None:
+        """A row's time for range lookups, or `None`. Call under `_klock`."""
+        meta = self.meta.get(rowid)
+        if meta is None:
+            return None
+        extra = self.extras.get(rowid)
+        if extra is not None and extra.active_from is not None:
+            end = extra.active_to if extra.active_to is not None else extra.active_from
+            return extra.active_from, max(end, extra.active_from), False
+        if meta.kind != "episodic" and self.layer == "l1":
+            return None
+        at = self._written.get(rowid)
+        if at is None:
+            at = self._written[rowid] = epoch(meta.created) or 0.0
+        return at, at, True
+
     def newest_rows(self, where: MemoryFilter | None) -> list[int]:
         """Rows passing `where` that have not expired, hidden ones included, newest first.
 
@@ -409,6 +481,8 @@ class LayerIndex:
             self.extras.pop(rowid, None)
             self._hidden.discard(rowid)
             self._expiring.pop(rowid, None)
+            self._written.pop(rowid, None)
+        self._times.changed(rowids)
 
     def _active(self, rowid: int) -> float | None:
         """The activity time of an L1 row (its end, else its start or timestamp), if any."""
@@ -449,6 +523,7 @@ class LayerIndex:
                     row.record.updated_at,
                     row.record.created_at,
                 )
+                self._written.pop(row.rowid, None)
             else:
                 meta = row_meta(
                     row.record.id,
@@ -460,6 +535,7 @@ class LayerIndex:
                 )
             self.meta[row.rowid] = meta
             self._track_priority(row.rowid, meta)
+            self._times.changed((row.rowid,))
             if self.embedder is not None and row.embedder == self.embedder and row.vector:
                 with_vec.append(row.rowid)
                 blobs.append(row.vector)

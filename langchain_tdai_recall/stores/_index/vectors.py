@@ -479,7 +479,9 @@ class VectorIndex:
     ) -> tuple[_Scores, npt.NDArray[np.intp]]:
         """`_flat_scan` over float16 rows (only small sets: the quantiser serves the rest)."""
         rows = np.arange(self._size) if subset is None else np.asarray(subset, dtype=np.intp)
-        scores = self._rows[rows].astype(np.float32) @ q
+        # einsum, not `@`: a matrix-vector product goes to BLAS, whose threads spin for several
+        # times the CPU of the product on a busy machine (7.5 vs 2 ms of CPU for 1,500 rows)
+        scores = np.einsum("ij,j->i", self._rows[rows].astype(np.float32), q)
         if take < scores.size:
             part = np.argpartition(-scores, take - 1)[:take]
         else:
