@@ -9,7 +9,6 @@ Moving data in and out (export, import-jsonl, import-upstream) is in `transfer`;
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 from typing import TYPE_CHECKING
@@ -244,7 +243,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """`migrate`: copy a whole store into another directory or database (resumable)."""
-    from langchain_tdai_recall.stores.migrate import copy_store  # noqa: PLC0415
+    from langchain_tdai_recall.stores.migrate import copy_store, report_json  # noqa: PLC0415
 
     source = open_backend(args.source, read_only=True, what="--from")
     try:
@@ -256,13 +255,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     finally:
         source.close()
     if args.json:
-        print_json({k: v for k, v in dataclasses.asdict(report).items() if k != "per_scope"})
+        print_json(report_json(report))
         return 0
     print(f"copied {source.location} -> {target.location}")
     print(
-        f"scopes: {report.scopes}   memories: {report.memories}   messages: {report.messages}   "
-        f"personas: {report.personas}   scenes: {report.scenes}   formation state: "
-        f"{report.formation}   already there: {report.skipped}"
+        f"scopes: {report.scopes}   copied: memories {report.memories}, messages "
+        f"{report.messages}, personas {report.personas}, scenes {report.scenes}, formation state "
+        f"{report.formation}   already equal: rows {report.skipped}, personas "
+        f"{report.personas_equal}, scenes {report.scenes_equal}"
     )
     return 0
 

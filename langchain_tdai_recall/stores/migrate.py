@@ -24,7 +24,7 @@ from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.stores.base import LAYERS, BaseMemoryStore
 from langchain_tdai_recall.types import Scope
 
-__all__ = ["DEFAULT_PAGE", "CopyReport", "copy_store"]
+__all__ = ["DEFAULT_PAGE", "CopyReport", "copy_store", "report_json"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,10 @@ class CopyReport:
     """Memory formation's cursors and history versions written."""
     skipped: int = 0
     """Rows already present in the target (copied by an earlier, interrupted run)."""
+    personas_equal: int = 0
+    """Personas the target already held word for word (not written)."""
+    scenes_equal: int = 0
+    """Scene blocks the target already held exactly (not written)."""
     per_scope: dict[Scope, tuple[int, int]] = field(default_factory=dict)
     """(memories, messages) read from the source, per scope."""
 
@@ -115,11 +119,35 @@ def copy_store(
                     bar.update(len(rows))
             report.formation += _copy_formation(source, target, scope)
             persona = source.get_persona(scope)
-            if persona is not None and target.get_persona(scope) != persona:
-                target.set_persona(scope, persona)
-                report.personas += 1
-            report.scenes += _copy_scenes(source, target, scope)
+            if persona is not None:
+                if target.get_persona(scope) == persona:
+                    report.personas_equal += 1
+                else:
+                    target.set_persona(scope, persona)
+                    report.personas += 1
+            copied, equal = _copy_scenes(source, target, scope)
+            report.scenes += copied
+            report.scenes_equal += equal
     return report
+
+
+def report_json(report: CopyReport) -> dict[str, object]:
+    """`report` as plain JSON values (a scope key becomes its user and agent fields)."""
+    return {
+        "scopes": report.scopes,
+        "memories": report.memories,
+        "messages": report.messages,
+        "personas": report.personas,
+        "scenes": report.scenes,
+        "formation": report.formation,
+        "skipped": report.skipped,
+        "personas_equal": report.personas_equal,
+        "scenes_equal": report.scenes_equal,
+        "per_scope": [
+            {"user_id": s.user_id, "agent_id": s.agent_id, "memories": m, "messages": n}
+            for s, (m, n) in report.per_scope.items()
+        ],
+    }
 
 
 def _copy_formation(source: BaseMemoryStore, target: BaseMemoryStore, scope: Scope) -> int:
@@ -135,9 +163,13 @@ def _copy_formation(source: BaseMemoryStore, target: BaseMemoryStore, scope: Sco
     return target.formation.import_scope(ours, snapshot)
 
 
-def _copy_scenes(source: BaseMemoryStore, target: BaseMemoryStore, scope: Scope) -> int:
-    """Copy a scope's scenes exactly (name, title, summary, heat, times, body)."""
-    copied = 0
+def _copy_scenes(source: BaseMemoryStore, target: BaseMemoryStore, scope: Scope) -> tuple[int, int]:
+    """Copy a scope's scenes exactly (name, title, summary, heat, times, body).
+
+    Returns:
+        (scenes written, scenes the target already held exactly).
+    """
+    copied = equal = 0
     theirs = source.documents
     ours = target.documents
     for name in theirs._names(scope):
@@ -146,8 +178,9 @@ def _copy_scenes(source: BaseMemoryStore, target: BaseMemoryStore, scope: Scope)
             continue
         block, title = found
         if ours._read(scope, name) == found:
+            equal += 1
             continue
         with ours._lock:
             ours._write(scope, block, title)
         copied += 1
-    return copied
+    return copied, equal

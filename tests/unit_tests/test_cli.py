@@ -17,6 +17,7 @@ import pytest
 
 from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.cli import DEFAULT_STORE, STORE_ENV, main
+from langchain_tdai_recall.testing import HashEmbeddings
 from langchain_tdai_recall.types import MemoryRecord, RecallResult
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
@@ -778,3 +779,29 @@ def test_long_operations_show_progress(
     assert "exporting" in err
     code, _, err = run(capsys, *store, "import-jsonl", str(data), "--no-progress")
     assert err == ""
+
+
+def test_migrate_json_and_an_honest_summary(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source, target = tmp_path / "a", tmp_path / "b"
+    with TdaiMemory.open(source, embeddings=HashEmbeddings()) as memory:
+        memory.add_memory("Likes green tea.", user_id="alice", id="tea")
+        memory.set_persona("Alice likes tea.", user_id="alice")
+        memory.upsert_scene("travel", summary="Trips", body="Went to Kyoto.", user_id="alice")
+    code, out, err = run(capsys, "migrate", "--from", str(source), "--to", str(target), "--json")
+    assert (code, err) == (0, "")
+    first = json.loads(out)
+    assert (first["memories"], first["personas"], first["scenes"]) == (1, 1, 1)
+    assert (first["skipped"], first["personas_equal"], first["scenes_equal"]) == (0, 0, 0)
+    assert first["per_scope"] == [
+        {"user_id": "alice", "agent_id": None, "memories": 1, "messages": 0}
+    ]
+    code, out, _ = run(capsys, "migrate", "--from", str(source), "--to", str(target), "--json")
+    again = json.loads(out)
+    assert (again["memories"], again["personas"], again["scenes"]) == (0, 0, 0)
+    assert (again["skipped"], again["personas_equal"], again["scenes_equal"]) == (1, 1, 1)
+    code, out, _ = run(capsys, "migrate", "--from", str(source), "--to", str(target))
+    assert code == 0
+    assert "copied: memories 0, messages 0, personas 0, scenes 0" in out
+    assert "already equal: rows 1, personas 1, scenes 1" in out
