@@ -312,9 +312,11 @@ class TdaiStore(BaseStore):
     def _check(self, op: object) -> None:
         if isinstance(op, GetOp | PutOp):
             self.template.scope(check_labels(op.namespace, "namespace"))
-            self._key(op.key)
+            key = self._key(op.key)
             if isinstance(op, PutOp):
                 self._check_put(op)
+                if op.value is not None:  # what the put writes is checked too: a batch is whole
+                    _item_metadata(None, self._part(op, tuple(op.namespace), key)[0], None)
         elif isinstance(op, SearchOp):
             self._scope_of_prefix(check_labels(op.namespace_prefix, "namespace prefix"))
             for name, value in (("limit", op.limit), ("offset", op.offset)):
@@ -456,16 +458,7 @@ class TdaiStore(BaseStore):
                     )
             return
         ttl = _check_minutes("ttl", op.ttl)
-        text, hidden, texts = self._texts(op.value, op.index)
-        rating = value_rating(op.value)
-        part: dict[str, Any] = {"value": dict(op.value), "ns": list(namespace), "key": key}
-        if hidden:
-            part["index"] = False
-        if ttl is not None:
-            part["ttl"] = ttl
-        rate = self._rate is not None and "priority" not in rating and not hidden
-        if rate:  # `formation.rating` gives it a priority (and a type) in the background
-            part["rating"] = "pending-priority" if "type" in rating else "pending"
+        part, text, hidden, texts, rating, rate = self._part(op, namespace, key)
         vectors = None if hidden else self._field_vectors(key, texts)
         with self._write_lock:
             existing, free_id, stale = self._locate(scope, namespace, key)
@@ -491,6 +484,28 @@ class TdaiStore(BaseStore):
             self.memory.add_memories([written], user_id=scope.user_id, agent_id=scope.agent_id)
         if rate and self._rate is not None:
             self._rate(scope, memory_id)
+
+    def _part(
+        self, op: PutOp, namespace: tuple[str, ...], key: str
+    ) -> tuple[dict[str, Any], str, bool, list[str], dict[str, Any], bool]:
+        """A put's part of the metadata, its text, hidden flag, indexed texts, rating, to-rate."""
+        try:
+            value = check_metadata(op.value, field="value")
+        except ConfigError as exc:
+            msg = f"the value of store key {key!r} cannot be kept: {exc}"
+            raise ConfigError(msg) from None
+        ttl = _check_minutes("ttl", op.ttl)
+        text, hidden, texts = self._texts(value, op.index)
+        rating = value_rating(value)
+        part: dict[str, Any] = {"value": value, "ns": list(namespace), "key": key}
+        if hidden:
+            part["index"] = False
+        if ttl is not None:
+            part["ttl"] = ttl
+        rate = self._rate is not None and "priority" not in rating and not hidden
+        if rate:  # `formation.rating` gives it a priority (and a type) in the background
+            part["rating"] = "pending-priority" if "type" in rating else "pending"
+        return part, text, hidden, texts, rating, rate
 
     def _refresh(self, scope: Scope, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
         """Renew the expiry of the items that have a TTL (their write time stays)."""

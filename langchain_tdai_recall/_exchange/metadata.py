@@ -1,7 +1,8 @@
 """Memory metadata, expiry and search filters: validation of what callers pass.
 
 - `check_metadata`: a memory's metadata is a small JSON object (str keys, JSON values) of at
-  most `MAX_METADATA_BYTES` bytes as compact JSON.
+  most `MAX_METADATA_BYTES` bytes as compact JSON; a lone surrogate in a text value becomes
+  U+FFFD (as in memory text), one in a key is refused (two keys could become one).
 - `normalize_expiry` / `expiry_after`: `expires_at` is stored as UTC ISO-8601 text with
   milliseconds and `Z`, the form `_exchange.records.now_iso()` writes, so the backends compare
   it with the clock as text; a `ttl` (seconds or a `timedelta`) is turned into one.
@@ -15,6 +16,7 @@ import datetime as dt
 import json
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -59,6 +61,9 @@ come back full, so the work per transaction stays bounded)."""
 logger = logging.getLogger(__name__)
 
 
+_SURROGATE_RE: Final = re.compile(r"[\ud800-\udfff]")
+
+
 def _shown(value: object, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
@@ -66,21 +71,27 @@ def _shown(value: object, limit: int = 80) -> str:
 
 def _check_json(value: object, path: str, depth: int = 0) -> None:
     if depth > 32:
-        msg = f"metadata{path} is nested more than 32 levels deep; flatten it"
+        msg = f"{path} is nested more than 32 levels deep; flatten it"
         raise ConfigError(msg)
     if value is None or isinstance(value, str | bool | int):
         return
     if isinstance(value, float):
         if not math.isfinite(value):
-            msg = f"metadata{path} is {value!r}, which JSON cannot hold; use null or a number"
+            msg = f"{path} is {value!r}, which JSON cannot hold; use null or a number"
             raise ConfigError(msg)
         return
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
                 msg = (
-                    f"metadata{path} has the key {_shown(key)} of type {type(key).__name__}; "
+                    f"{path} has the key {_shown(key)} of type {type(key).__name__}; "
                     "metadata keys must be strings"
+                )
+                raise ConfigError(msg)
+            if _SURROGATE_RE.search(key):
+                msg = (
+                    f"{path} has the key {_shown(key)}, which holds a lone surrogate "
+                    "(not valid Unicode text); decode the text that made it correctly"
                 )
                 raise ConfigError(msg)
             _check_json(item, f"{path}[{key!r}]", depth + 1)
@@ -90,7 +101,7 @@ def _check_json(value: object, path: str, depth: int = 0) -> None:
             _check_json(item, f"{path}[{i}]", depth + 1)
         return
     msg = (
-        f"metadata{path} is a {type(value).__name__} ({_shown(value)}); metadata values must be "
+        f"{path} is a {type(value).__name__} ({_shown(value)}); metadata values must be "
         "JSON: str, int, float, bool, None, lists or dicts of them (convert it, e.g. a datetime "
         "with .isoformat())"
     )
@@ -111,8 +122,9 @@ def check_metadata(value: object, *, field: str = "metadata") -> dict[str, Any]:
             f"{type(value).__name__} {_shown(value)}"
         )
         raise ConfigError(msg)
-    _check_json(value, "")
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    _check_json(value, field)
+    # lone surrogates of text values pass through as themselves: repaired like memory text
+    text = _SURROGATE_RE.sub("\ufffd", json.dumps(value, ensure_ascii=False, separators=(",", ":")))
     size = len(text.encode("utf-8"))
     if size > MAX_METADATA_BYTES:
         msg = (
