@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from langchain_tdai_recall._exchange.records import shown
+from langchain_tdai_recall._exchange.records import clean_text, shown
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.types import MemoryRecord, MessageRecord, SceneBlock
 
@@ -64,6 +64,12 @@ _FIELDS: Final[Mapping[str, frozenset[str]]] = {
     ),
 }
 _ROLES: Final = frozenset({"user", "assistant", "human", "ai"})
+_TEXT_FIELDS: Final = frozenset(
+    {"content", "text", "summary", "body", "session_key", "session_id", "scene_name"}
+)
+"""Text repaired on reading (lone surrogates become U+FFFD, as the store keeps them), so a
+line's derived id and its comparison with what is stored see the text as stored; ids are not
+repaired (the store refuses them, naming the field)."""
 _REQUIRED: Final[Mapping[str, tuple[str, ...]]] = {
     "memory": ("content",),
     "persona": ("text",),
@@ -149,7 +155,8 @@ def scene_line(user_id: str, agent_id: str | None, block: SceneBlock) -> str:
 
 
 def _derived_id(prefix: str, *parts: object) -> str:
-    digest = hashlib.sha256(_dump({"p": list(parts)}).encode("utf-8")).hexdigest()
+    raw = _dump({"p": list(parts)}).encode("utf-8", "surrogatepass")  # lone ones: repaired later
+    digest = hashlib.sha256(raw).hexdigest()
     return f"{prefix}{digest[:32]}"
 
 
@@ -191,7 +198,11 @@ def _item(number: int, obj: object) -> Item | None:
         if value is not None and not isinstance(value, str):
             msg = f"line {number}: {name} must be a string or null, got {shown(value)}"
             raise JsonlError(msg)
-    data = {k: v for k, v in obj.items() if k not in _SCOPE_FIELDS}
+    data = {
+        k: clean_text(v) if k in _TEXT_FIELDS and isinstance(v, str) else v
+        for k, v in obj.items()
+        if k not in _SCOPE_FIELDS
+    }
     if kind == "message" and data["role"] not in _ROLES:
         msg = f"line {number}: role must be one of {sorted(_ROLES)}, got {shown(data['role'])}"
         raise JsonlError(msg)

@@ -25,10 +25,15 @@ if TYPE_CHECKING:
 __all__ = ["open_db", "read_db_memories", "read_db_messages", "table_names"]
 
 
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
 def open_db(path: Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         conn.row_factory = sqlite3.Row
+        conn.text_factory = _text  # text that is not UTF-8 is repaired, not a crash mid-import
         conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.Error as exc:
         msg = (

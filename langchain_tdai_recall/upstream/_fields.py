@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any, Final
 
+from langchain_tdai_recall._exchange.records import clean_text
 from langchain_tdai_recall.types import MemoryType, iso_utc
 from langchain_tdai_recall.upstream.items import DEFAULT_PRIORITY, UpstreamMemory, UpstreamMessage
 
@@ -153,14 +154,23 @@ def epoch_ms_to_iso(value: object) -> str:
 
 
 def derived_id(prefix: str, *parts: str) -> str:
-    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
+    raw = "\x1f".join(parts).encode("utf-8", "surrogatepass")  # a lone surrogate hashes too
+    digest = hashlib.sha256(raw).hexdigest()[:16]
     return f"{prefix}_{digest}"
 
 
 def parse_source_ids(value: object) -> tuple[str, ...]:
+    """The message ids a record names (one that is not valid text cannot name a message)."""
     if not isinstance(value, list):
         return ()
-    return tuple(text for text in (as_str(v).strip() for v in value) if text)
+    return tuple(
+        text for text in (as_str(v).strip() for v in value) if text and clean_text(text) == text
+    )
+
+
+def _bad_id(rid: str) -> bool:
+    """Whether an id holds a lone surrogate: ids are never repaired (they must round-trip)."""
+    return clean_text(rid) != rid
 
 
 def map_type(value: object) -> MemoryType | None:
@@ -193,9 +203,13 @@ def memory_item(
     are activity and creation times that are not times (the record is imported without them). A
     record without an id gets one derived from its type, conversation and content.
     """
-    text = as_str(content).strip()
+    text = clean_text(as_str(content)).strip()
     rid = as_str(memory_id).strip()
-    label = f"record {rid} ({origin})" if rid else f"record ({origin})"
+    named = ascii(rid) if _bad_id(rid) else rid  # the label is printed: no lone surrogate
+    label = f"record {named} ({origin})" if rid else f"record ({origin})"
+    if _bad_id(rid):
+        skipped.append(f"{label}: its id holds a lone surrogate (not valid Unicode text)")
+        return None
     if not text:
         skipped.append(f"{label}: empty content")
         return None
@@ -204,13 +218,13 @@ def memory_item(
         skipped.append(f"{label}: unsupported type {as_str(memory_type)!r}")
         return None
     start, end = activity_times(parse_metadata(metadata), label, skipped)
-    key = as_str(session_key)
+    key = clean_text(as_str(session_key))
     return UpstreamMemory(
         id=rid or derived_id("m_import", mtype, key, text),
         content=text,
         type=mtype,
         priority=parse_priority(priority),
-        scene_name=as_str(scene_name).strip(),
+        scene_name=clean_text(as_str(scene_name)).strip(),
         activity_start_time=start,
         activity_end_time=end,
         session_key=key,
@@ -239,11 +253,14 @@ def message_item(
     the epoch-ms `timestamp`, else `recorded_at`; a message without an id gets one derived from
     its conversation, role, time and content, so a re-run finds it.
     """
-    text = as_str(content).strip()
+    text = clean_text(as_str(content)).strip()
     mid = as_str(message_id).strip()
-    label = f"message {mid}" if mid else "message"
+    label = f"message {ascii(mid) if _bad_id(mid) else mid}" if mid else "message"
     speaker = as_str(role).strip()
-    key = as_str(session_key)
+    key = clean_text(as_str(session_key))
+    if _bad_id(mid):
+        skipped.append(f"{label} ({origin}): its id holds a lone surrogate (not valid text)")
+        return None
     if not text:
         skipped.append(f"{label} ({origin}): empty content")
         return None
@@ -256,6 +273,6 @@ def message_item(
         role=speaker,
         content=text,
         session_key=key,
-        session_id=as_str(session_id),
+        session_id=clean_text(as_str(session_id)),
         recorded_at=when,
     )

@@ -15,6 +15,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from langchain_tdai_recall._exchange.records import clean_text
 from langchain_tdai_recall.errors import ImportUpstreamError
 from langchain_tdai_recall.text.scene_header import split_scene_header
 from langchain_tdai_recall.upstream._database import (
@@ -133,7 +134,7 @@ def _iter_jsonl(
     if not directory.is_dir():
         return
     for path in sorted(directory.glob("*.jsonl")):
-        rel = path.relative_to(data_dir).as_posix()
+        rel = clean_text(path.relative_to(data_dir).as_posix())  # undecodable name bytes
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
@@ -328,8 +329,8 @@ def _read_scenes(data_dir: Path, skipped: list[str]) -> list[UpstreamScene]:
     out: list[UpstreamScene] = []
     seen: set[str] = set()
     for path in files:
-        rel = path.relative_to(data_dir).as_posix()
-        name = path.stem
+        rel = clean_text(path.relative_to(data_dir).as_posix())
+        name = clean_text(path.stem)  # a file name's undecodable bytes: U+FFFD, as in text
         if name in seen:
             skipped.append(f"scene {rel}: duplicate name {name!r}")
             continue

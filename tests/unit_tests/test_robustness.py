@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 import pytest
 from langgraph.store.base import GetOp, PutOp
 
 from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.testing import HashEmbeddings
 
 NS = ("memories", "alice")
-
-
-@pytest.fixture
-def memory() -> Any:
-    with TdaiMemory.open(None, embeddings=HashEmbeddings(dims=16)) as mem:
-        yield mem
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,3 +73,108 @@ def test_a_store_value_with_lone_surrogates_is_kept_repaired(memory: TdaiMemory)
     item = store.get(NS, "k")
     assert item is not None
     assert item.value == {"content": "tea\ufffd", "why": ["\ufffd"]}
+
+
+def test_import_jsonl_repairs_lone_surrogates_and_reimports_as_unchanged(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    lines = [
+        r'{"content": "a\ud800b"}',
+        r'{"kind": "message", "role": "user", "content": "hi\udc00", "session_key": "s\ud800"}',
+        r'{"kind": "persona", "text": "p\ud800"}',
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    store = ["--store", str(tmp_path / "store"), "--embeddings", "hash"]
+    assert main([*store, "import-jsonl", str(source)]) == 0
+    assert "1 new and 0 updated memories, 1 new messages, 1 personas" in capsys.readouterr().out
+    assert main([*store, "import-jsonl", str(source)]) == 0
+    assert "3 lines already stored as they are" in capsys.readouterr().out
+    with TdaiMemory.open(tmp_path / "store", embeddings=HashEmbeddings(dims=16)) as mem:
+        assert [r.content for r in mem.list_memories()] == ["a\ufffdb"]
+        assert [(m.content, m.session_key) for m in mem.list_messages()] == [
+            ("hi\ufffd", "s\ufffd")
+        ]
+        assert mem.get_persona() == "p\ufffd"
+
+
+def test_import_jsonl_names_the_line_of_a_surrogate_id(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"content": "ok"}\n{"content": "x", "id": "m\\ud800"}\n', encoding="utf-8")
+    code = main(
+        ["--store", str(tmp_path / "store"), "--embeddings", "hash", "import-jsonl", str(source)]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "line 2" in err and "lone surrogate" in err and "nothing was imported" in err
+
+
+def _upstream_jsonl(root: Path) -> Path:
+    (root / "records").mkdir(parents=True)
+    (root / "conversations").mkdir()
+    (root / "scene_blocks").mkdir()
+    (root / "records" / "2025-05-01.jsonl").write_text(
+        "\n".join(
+            [
+                r'{"id": "m_ok", "content": "tea \ud800 time", "type": "episodic", '
+                r'"scene_name": "s\udc00", "sessionKey": "k\ud800", '
+                r'"source_message_ids": ["msg\ud800", "msg_ok"]}',
+                r'{"id": "m_bad\ud800", "content": "bad id", "type": "episodic"}',
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    (root / "conversations" / "2025-05-01.jsonl").write_text(
+        r'{"id": "msg_bad\ud800", "role": "user", "content": "x", "sessionKey": "k"}' + "\n"
+        r'{"role": "user", "content": "hello \udfff", "sessionKey": "k\ud800", '
+        r'"sessionId": "\ud800", "timestamp": 1746086390000}' + "\n",
+        encoding="utf-8",
+    )
+    (root / "scene_blocks" / os.fsdecode(b"trip-\xff.md")).write_text("Went to Kyoto.\n")
+    return root
+
+
+def test_import_upstream_repairs_text_and_skips_surrogate_ids(
+    memory: TdaiMemory, tmp_path: Path
+) -> None:
+    root = _upstream_jsonl(tmp_path / "memory-tdai")
+    report = memory.import_upstream(root)
+    assert [
+        (r.id, r.content, r.scene_name, r.session_key, r.source_message_ids)
+        for r in memory.list_memories()
+    ] == [("m_ok", "tea \ufffd time", "s\ufffd", "k\ufffd", ("msg_ok",))]
+    assert [(m.content, m.session_key, m.session_id) for m in memory.list_messages()] == [
+        ("hello \ufffd", "k\ufffd", "\ufffd")
+    ]
+    assert [s.name for s in memory.list_scenes()] == ["trip-\ufffd"]
+    skipped = "\n".join(report.skipped)
+    assert "'m_bad\\ud800'" in skipped and "'msg_bad\\ud800'" in skipped
+    skipped.encode("utf-8")  # printable as it is
+    again = memory.import_upstream(root)
+    assert (again.memories, again.messages) == (0, 0)
+
+
+def test_import_upstream_repairs_a_database_text_that_is_not_utf8(
+    memory: TdaiMemory, tmp_path: Path
+) -> None:
+    root = tmp_path / "memory-tdai"
+    root.mkdir()
+    with closing(sqlite3.connect(root / "vectors.db")) as conn:
+        conn.execute(
+            "CREATE TABLE l1_records (record_id TEXT PRIMARY KEY, content TEXT NOT NULL, "
+            "type TEXT DEFAULT '', priority INTEGER DEFAULT 50, scene_name TEXT DEFAULT '', "
+            "session_key TEXT DEFAULT '', session_id TEXT DEFAULT '', "
+            "timestamp_str TEXT DEFAULT '', timestamp_start TEXT DEFAULT '', "
+            "timestamp_end TEXT DEFAULT '', created_time TEXT DEFAULT '', "
+            "updated_time TEXT DEFAULT '', metadata_json TEXT DEFAULT '{}')"
+        )
+        conn.execute(
+            "INSERT INTO l1_records (record_id, content, type) "
+            "VALUES ('m_1', CAST(X'6f6bff21' AS TEXT), 'episodic')"
+        )
+        conn.commit()
+    memory.import_upstream(root)
+    assert [r.content for r in memory.list_memories()] == ["ok\ufffd!"]
