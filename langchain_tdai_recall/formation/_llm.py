@@ -37,6 +37,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableSequence
 from pydantic import BaseModel
 
+from langchain_tdai_recall._exchange.records import clean_text
 from langchain_tdai_recall.formation.config import StructuredOutputMethod
 from langchain_tdai_recall.formation.schemas import InvalidAnswerError
 
@@ -157,6 +158,23 @@ def parse_json_text(text: str) -> object:
     raise InvalidAnswerError(msg)
 
 
+def _repaired(value: object, depth: int = 0) -> object:
+    """`value` with every lone surrogate of its texts (keys too) replaced by U+FFFD.
+
+    A model may answer `"\\ud800"` in JSON; such text can be neither stored nor sent on, and
+    failing the window for it would fail it again at every retry.
+    """
+    if isinstance(value, str):
+        return clean_text(value)
+    if depth > 64:
+        return value
+    if isinstance(value, dict):
+        return {_repaired(k, depth + 1): _repaired(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_repaired(v, depth + 1) for v in value]
+    return value
+
+
 def _finish_reason(message: AIMessage) -> str | None:
     meta = message.response_metadata or {}
     reason = meta.get("finish_reason") or meta.get("stop_reason")
@@ -243,7 +261,7 @@ class StructuredCaller:
             )
         tokens = _usage(message)
         return CallResult(
-            data,
+            _repaired(data),
             None,
             *tokens,
             prompt_chars=prompt_chars,

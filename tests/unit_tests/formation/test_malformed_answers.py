@@ -355,3 +355,31 @@ def test_a_one_message_window_over_the_cap_keeps_the_most_important(
     report = memory.extract()
     assert report.ok and report.rejected == 2 and report.split_windows == 0  # reported as cut
     assert {m.content for m in memory.list_memories()} == {"Detail 3.", "Detail 4.", "Detail 5."}
+
+
+def test_lone_surrogates_in_model_answers_are_repaired_not_a_stuck_window(
+    open_memory: OpenMemory,
+) -> None:
+    def extract(window: FormationWindow) -> str:
+        user = next(m for m in window.messages if m["role"] == "user")
+        return (
+            r'{"memories": [{"content": "likes tea\ud800", "type": "persona", "priority": 60, '
+            r'"situation": "at home\udc00", "source_ids": ["' + user["id"] + '"]}]}'
+        )
+
+    model = ScriptedFormationModel(
+        extract=extract,
+        scenes=lambda r: (
+            r'[{"op": "create", "name": "Tea\ud800 time", "summary": "s\ud800", "body": "b"}]'
+        ),
+        persona=lambda r: r'{"action": "rewrite", "persona": "p\ud800"}',
+    )
+    memory = open_memory(model)
+    say(memory, ["I like tea"])
+    report = memory.extract()
+    assert report.errors == () and report.pending_messages == 0
+    assert [(m.content, m.scene_name) for m in memory.list_memories()] == [
+        ("likes tea\ufffd", "at home\ufffd")
+    ]
+    assert [(s.name, s.summary) for s in memory.list_scenes()] == [("Tea\ufffd-time", "s\ufffd")]
+    assert memory.get_persona() == "p\ufffd"
