@@ -161,8 +161,8 @@ def parse_json_text(text: str) -> object:
 def _repaired(value: object, depth: int = 0) -> object:
     """`value` with every lone surrogate of its texts (keys too) replaced by U+FFFD.
 
-    A model may answer `"\\ud800"` in JSON; such text can be neither stored nor sent on, and
-    failing the window for it would fail it again at every retry.
+    A model may answer a lone surrogate (escaped in JSON); such text can be neither stored
+    nor sent on, and failing the window for it would fail it again at every retry.
     """
     if isinstance(value, str):
         return clean_text(value)
