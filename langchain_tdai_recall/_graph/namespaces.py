@@ -91,6 +91,18 @@ class NamespaceTemplate:
 
     def __init__(self, template: Sequence[str], *, agent_id: str | None = None) -> None:
         parts = tuple(template) if isinstance(template, list | tuple) else None
+        unknown = [
+            p
+            for p in parts or ()
+            if isinstance(p, str) and ("{" in p or "}" in p) and p not in (USER, AGENT)
+        ]
+        if unknown:  # e.g. LangMem's '{langgraph_user_id}': never kept as a literal label
+            msg = (
+                f"namespace {template!r:.80}: {unknown[0]!r:.40} is not a placeholder of this "
+                f"store; use '{USER}' (required) and '{AGENT}' as whole labels, and no braces in "
+                "literal labels"
+            )
+            raise ConfigError(msg)
         if (
             not parts
             or not all(isinstance(p, str) and p and "." not in p for p in parts)

@@ -178,3 +178,27 @@ def test_import_upstream_repairs_a_database_text_that_is_not_utf8(
         conn.commit()
     memory.import_upstream(root)
     assert [r.content for r in memory.list_memories()] == ["ok\ufffd!"]
+
+
+# ---------------------------------------------------------------------------------------------
+# An unknown namespace placeholder is refused when the store is made
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        ("memories", "{user_id}", "{tenant}"),
+        ("memories", "{tenant}"),
+        ("memories", "{langgraph_user_id}"),
+        ("memories", "{user_id}", "x{agent_id}"),
+        ("memories", "{user_id}", "tenant}"),
+    ],
+)
+def test_an_unknown_namespace_placeholder_is_refused(
+    memory: TdaiMemory, template: tuple[str, ...]
+) -> None:
+    bad = next(p for p in template if p not in ("{user_id}", "{agent_id}") and "}" in p)
+    with pytest.raises(ConfigError, match="is not a placeholder of this store") as caught:
+        memory.as_store(namespace=template)
+    assert repr(bad) in str(caught.value)
+    memory.as_store(namespace=("memories", "{user_id}", "{agent_id}"))  # the known ones
