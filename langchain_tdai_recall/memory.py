@@ -258,11 +258,12 @@ class TdaiMemory:
         background, and are keyword-searchable meanwhile.
 
         Args:
-            path: A directory for a durable local store; a `postgresql://` URL for a store in
+            path: A directory for a durable local store; a `postgresql://` URL (or a libpq
+                string such as `"host=db dbname=memory"`) for a store in
                 PostgreSQL with pgvector (extra `postgres`; several application servers can
                 share it); a store object (`stores.BaseMemoryStore`, e.g. a
                 `PostgresMemoryStore` with its own pool settings), which this memory then owns
-                and closes; or `None` for an in-memory store.
+                and closes; or `None` (or `":memory:"`) for an in-memory store.
             embeddings: `"default"` (the bundled offline embedder, loaded on first use), any
                 LangChain `Embeddings`, or `None` for keyword-only recall.
             config: A `TdaiConfig`, a dict (snake_case or upstream camelCase keys), or a path

@@ -65,6 +65,23 @@ _ROLES: Final = {"human": "user", "ai": "assistant", "user": "user", "assistant"
 """Message roles kept as conversation memory, mapped to ours (system and tool messages are not)."""
 _SURROGATE_RE: Final = re.compile(r"[\ud800-\udfff]")
 _SCHEME_RE: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_CONNINFO_RE: Final = re.compile(
+    r"^\s*(?:host|hostaddr|port|dbname|user|password|passfile|service|sslmode|options|"
+    r"connect_timeout|application_name|target_session_attrs|sslrootcert|gssencmode)\s*="
+)
+"""A libpq key=value connection string ("host=db dbname=memory user=app")."""
+IN_MEMORY: Final = ":memory:"
+"""The `path` of an in-memory store, as SQLite names it (same as `None`)."""
+
+
+def is_database_location(text: str) -> bool:
+    """Whether `text` names a PostgreSQL database: a `postgresql://` URL or a libpq string."""
+    stripped = text.strip()
+    return stripped.lower().startswith(("postgresql://", "postgres://")) or bool(
+        _CONNINFO_RE.match(stripped)
+    )
+
+
 _MAX_EPOCH_MS: Final = 253_402_300_799_999
 """9999-12-31T23:59:59.999Z, the last instant a `datetime` can hold."""
 
@@ -133,14 +150,15 @@ def check_store_path(path: object) -> Path | str | None:
     """Validate the `path` argument of `TdaiMemory.open`.
 
     Returns:
-        `None` (in-memory), a directory `Path`, or a PostgreSQL URL as given (a `str` starting
-        with `postgresql://` or `postgres://`).
+        `None` (in-memory: `None` or `":memory:"`), a directory `Path`, or a PostgreSQL location
+        as given (a `str`: a `postgresql://` or `postgres://` URL, or a libpq key=value string
+        such as `"host=db dbname=memory"`).
 
     Raises:
         ConfigError: For anything but `None`, a non-empty path string or an `os.PathLike`;
             for a URL of another scheme.
     """
-    if path is None:
+    if path is None or path == IN_MEMORY:
         return None
     if isinstance(path, str):
         text = path
@@ -162,10 +180,9 @@ def check_store_path(path: object) -> Path | str | None:
             "directory such as './memory'"
         )
         raise ConfigError(msg)
+    if isinstance(path, str) and is_database_location(text):
+        return text.strip()
     if _SCHEME_RE.match(text.strip()):
-        scheme = text.strip().split("://", 1)[0].lower()
-        if scheme in ("postgres", "postgresql") and isinstance(path, str):
-            return text.strip()
         msg = (
             f"path {_redact(text)!r} is a URL of an unsupported kind; pass a local directory "
             "such as './memory' or a postgresql:// URL"

@@ -13,7 +13,7 @@ import datetime as dt
 import json
 from typing import TYPE_CHECKING
 
-from langchain_tdai_recall.cli._base import PROG, UsageError
+from langchain_tdai_recall.cli._base import PROG, UsageError, confirm
 from langchain_tdai_recall.cli.opening import (
     chosen_embeddings,
     existing_store_path,
@@ -324,7 +324,12 @@ def cmd_delete(args: argparse.Namespace) -> int:
     deleted: list[str] = []
     missing: list[str] = []
     with open_existing(args, write=True) as memory:
-        for memory_id in dict.fromkeys(args.ids):
+        ids = list(dict.fromkeys(args.ids))
+        question = f"Delete {len(ids)} memories of {_scope_text(memory, args)}?"
+        if not confirm(args, question, command="delete"):
+            print("nothing was deleted")
+            return 1
+        for memory_id in ids:
             found = memory.delete_memory(memory_id, user_id=args.user, agent_id=args.agent)
             (deleted if found else missing).append(memory_id)
         scope = _scope_text(memory, args)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from langchain_tdai_recall.cli._base import UsageError
+from langchain_tdai_recall.cli._base import confirm as _confirm
 from langchain_tdai_recall.cli.opening import open_existing
 from langchain_tdai_recall.cli.render import one_line, print_json
 
@@ -32,30 +33,6 @@ __all__ = ["cmd_forget", "cmd_messages", "message_lines"]
 
 PAGE: Final = 1000
 """Messages read per call."""
-
-
-def _confirm(args: argparse.Namespace, question: str, *, command: str) -> bool:
-    """Ask on a terminal unless `--yes`; without a terminal and without `--yes`, refuse.
-
-    A script that forgot the flag must not erase anything (the convention of `apt-get -y` and
-    `terraform -auto-approve`): with standard input not a terminal there is nobody to ask, so
-    the command stops with a usage error naming the flag.
-
-    Raises:
-        UsageError: Standard input is not a terminal and `--yes` was not given.
-    """
-    if args.yes:
-        return True
-    if not sys.stdin.isatty():
-        msg = (
-            f"refusing to erase without confirmation: standard input is not a terminal; "
-            f"pass --yes (-y) to run '{command}' from a script"
-        )
-        raise UsageError(msg)
-    sys.stderr.write(f"{question} [y/N] ")
-    sys.stderr.flush()
-    answer = sys.stdin.readline().strip().lower()
-    return answer in ("y", "yes")
 
 
 def _who(user: str, agent: str | None, *, all_agents: bool = False) -> str:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from langchain_tdai_recall._exchange.records import is_database_location
 from langchain_tdai_recall.cli._base import DEFAULT_STORE, IN_MEMORY, PROG, STORE_ENV, UsageError
 from langchain_tdai_recall.errors import TdaiRecallError
 from langchain_tdai_recall.stores.local import DB_FILENAME
@@ -65,7 +66,7 @@ def _location(raw: str) -> Path | str | None:
 
 
 def _is_database_url(raw: str) -> bool:
-    return raw.strip().lower().startswith(("postgresql://", "postgres://"))
+    return is_database_location(raw)  # a postgresql:// URL or a libpq key=value string
 
 
 def _embeddings(name: str | None) -> Embeddings | Literal["default"] | None:

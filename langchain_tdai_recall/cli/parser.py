@@ -109,6 +109,12 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
 
 
+def _version() -> str:
+    from langchain_tdai_recall import __version__  # noqa: PLC0415
+
+    return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `tdai-recall` argument parser."""
     parser = _Parser(
@@ -118,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"Run '{PROG} demo' for an offline tour.",
     )
     _add_common(parser, suppress=False)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -229,8 +236,18 @@ def _add_record_commands(
     p = command("get", commands.cmd_get, "print one memory of the scope with all its fields")
     p.add_argument("id", metavar="ID", help="memory id")
 
-    p = command("delete", commands.cmd_delete, "delete memories of the scope by id")
+    p = command(
+        "delete",
+        commands.cmd_delete,
+        "delete memories of the scope by id (asks first on a terminal, like forget)",
+    )
     p.add_argument("ids", metavar="ID", nargs="+", help="memory ids")
+    p.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="delete without asking (required when standard input is not a terminal)",
+    )
 
     p = command(
         "export",

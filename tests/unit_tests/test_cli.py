@@ -569,7 +569,7 @@ def test_list_get_delete(capsys: pytest.CaptureFixture[str], store: list[str]) -
     code, _, err = run(capsys, *store, "get", "bob-1")  # another user's memory
     assert_one_line_error(code, err, "bob-1", "default_user")
 
-    code, out, err = run(capsys, *store, "delete", "tea", "nope")
+    code, out, err = run(capsys, *store, "delete", "tea", "nope", "--yes")
     assert out == "deleted tea\n"
     assert_one_line_error(code, err, "nope", "other ids were deleted")
     code, out, _ = run(capsys, *store, "list", "--json")

@@ -273,7 +273,7 @@ def test_writing_commands_keep_the_store_embedder(
     assert recorded is not None
     argv = ["--store", str(built), "--user", "alice"]
     assert run(capsys, *argv, "add", "Alice likes green tea.", "--id", "tea")[0] == 0
-    assert run(capsys, *argv, "delete", "m0")[0] == 0
+    assert run(capsys, *argv, "delete", "m0", "-y")[0] == 0
     with closing(MemoryStore(built, read_only=True)) as store:
         embedders = store.vector_embedders()
     offline = recorded.identity != APP_IDENTITY

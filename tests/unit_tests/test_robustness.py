@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sqlite3
 from contextlib import closing
@@ -11,7 +12,8 @@ from typing import Any
 import pytest
 from langgraph.store.base import GetOp, PutOp
 
-from langchain_tdai_recall import TdaiMemory
+from langchain_tdai_recall import TdaiMemory, __version__
+from langchain_tdai_recall._exchange.records import check_store_path, is_database_location
 from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.testing import HashEmbeddings
@@ -202,3 +204,78 @@ def test_an_unknown_namespace_placeholder_is_refused(
         memory.as_store(namespace=template)
     assert repr(bad) in str(caught.value)
     memory.as_store(namespace=("memories", "{user_id}", "{agent_id}"))  # the known ones
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line: --version, delete confirms, libpq strings, ":memory:"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"tdai-recall {__version__}"
+
+
+def test_delete_refuses_without_yes_off_a_terminal_and_asks_on_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as mem:
+        mem.add_memory("tea", id="tea")
+        mem.add_memory("coffee", id="coffee")
+    store = ["--store", str(tmp_path / "s"), "--embeddings", "hash"]
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert main([*store, "delete", "tea"]) == 1
+    err = capsys.readouterr().err
+    assert "standard input is not a terminal" in err and "--yes" in err
+    monkeypatch.setattr("sys.stdin", _Terminal("n\n"))
+    assert main([*store, "delete", "tea"]) == 1
+    assert "Delete 1 memories" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", _Terminal("y\n"))
+    assert main([*store, "delete", "tea"]) == 0
+    assert capsys.readouterr().out == "deleted tea\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert main([*store, "delete", "coffee", "--yes"]) == 0
+    with TdaiMemory.open(tmp_path / "s", embeddings=HashEmbeddings()) as mem:
+        assert mem.list_memories() == []
+
+
+@pytest.mark.parametrize(
+    "location", ["host=db.internal dbname=memory user=app", "  dbname=memory", "port=5433"]
+)
+def test_a_libpq_string_names_postgresql(location: str, tmp_path: Path) -> None:
+    assert check_store_path(location) == location.strip()
+    assert is_database_location(location)
+
+
+def test_a_libpq_string_opens_postgresql_not_a_directory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    seen: list[object] = []
+
+    class _RefusedError(Exception):
+        pass
+
+    def fake(url: str, **kwargs: Any) -> None:
+        seen.append(url)
+        raise _RefusedError
+
+    monkeypatch.setattr("langchain_tdai_recall.stores.postgres.store.PostgresMemoryStore", fake)
+    with pytest.raises(_RefusedError):
+        TdaiMemory.open("host=/nonexistent dbname=memory", embeddings=None)
+    assert seen == ["host=/nonexistent dbname=memory"]
+    assert list(tmp_path.iterdir()) == []  # no directory named after the string
+
+
+def test_memory_path_opens_an_in_memory_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with TdaiMemory.open(":memory:", embeddings=None) as mem:
+        mem.add_memory("tea")
+        assert mem.path is None
+    assert list(tmp_path.iterdir()) == []
