@@ -52,7 +52,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, cast, get_args
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -241,6 +241,11 @@ class DefaultEmbeddings(Embeddings):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 msg = f"{field} must be an integer >= 1, got {value!r}"
                 raise ConfigError(msg)
+        if not isinstance(cast("object", calibrate), bool):
+            msg = (
+                f"calibrate must be True or False, got {type(calibrate).__name__} {calibrate!r:.40}"
+            )
+            raise ConfigError(msg)
         if importlib.util.find_spec(self._spec.module) is None:
             raise MissingDependencyError(self._spec.package, extra=self._spec.extra)
         self.max_input_chars = max_input_chars

@@ -16,7 +16,12 @@ from typing import Final
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from langchain_tdai_recall.errors import ConfigError
+
 __all__ = ["HashEmbeddings"]
+
+MAX_DIMS: Final = 999_999
+"""Largest `dims` (what a recorded identity `hash-embeddings-v1-<dims>` can name)."""
 
 _FEATURE_RE: Final = re.compile(r"[\u3400-\u9fff\uac00-\ud7af\u3040-\u30ff]|[^\W_]+")
 
@@ -25,7 +30,9 @@ class HashEmbeddings(Embeddings):
     """Deterministic bag-of-features embedder.
 
     Lower-cased words and single CJK characters are hashed (blake2b) into `dims` signed buckets,
-    and the vector is L2-normalised.
+    and the vector is L2-normalised. A document without any (`"!!"`, `""`) is hashed whole, so
+    no stored text gets an all-zero vector (which the vector upkeep takes for a failure and
+    retries); such a query stays all zeros (it matches nothing by vector).
 
     Example:
         ```python
@@ -37,16 +44,23 @@ class HashEmbeddings(Embeddings):
     __test__ = False
 
     def __init__(self, dims: int = 64) -> None:
-        if dims < 2:
-            msg = f"dims must be >= 2, got {dims!r}"
-            raise ValueError(msg)
+        if isinstance(dims, bool) or not isinstance(dims, int) or not 2 <= dims <= MAX_DIMS:
+            msg = (
+                f"HashEmbeddings dims must be an integer in 2..{MAX_DIMS}, got "
+                f"{type(dims).__name__} {dims!r:.40}; e.g. HashEmbeddings(dims=64)"
+            )
+            raise ConfigError(msg)
         self.dims = dims
         self.identity = f"hash-embeddings-v1-{dims}"
 
-    def _embed(self, text: str) -> list[float]:
+    def _embed(self, text: str, *, whole: bool = False) -> list[float]:
         vec = np.zeros(self.dims, dtype=np.float64)
-        for feature in _FEATURE_RE.findall(unicodedata.normalize("NFKC", text).lower()):
-            digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+        normal = unicodedata.normalize("NFKC", text).lower()
+        features = _FEATURE_RE.findall(normal)
+        for feature in features or ([normal] if whole else []):
+            digest = hashlib.blake2b(
+                feature.encode("utf-8", "surrogatepass"), digest_size=8
+            ).digest()
             value = int.from_bytes(digest, "little")
             vec[value % self.dims] += 1.0 if (value >> 63) & 1 else -1.0
         norm = float(np.linalg.norm(vec))
@@ -54,7 +68,7 @@ class HashEmbeddings(Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents."""
-        return [self._embed(t) for t in texts]
+        return [self._embed(t, whole=True) for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
         """Embed a query."""

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 from typing import TYPE_CHECKING
 
+from langchain_tdai_recall._exchange.records import check_lookup
 from langchain_tdai_recall.cli._base import PROG, UsageError, confirm
 from langchain_tdai_recall.cli.opening import (
     chosen_embeddings,
@@ -324,7 +325,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
     deleted: list[str] = []
     missing: list[str] = []
     with open_existing(args, write=True) as memory:
-        ids = list(dict.fromkeys(args.ids))
+        ids = [check_lookup("memory id", i) for i in dict.fromkeys(args.ids)]  # before asking
         question = f"Delete {len(ids)} memories of {_scope_text(memory, args)}?"
         if not confirm(args, question, command="delete"):
             print("nothing was deleted")

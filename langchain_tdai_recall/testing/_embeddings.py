@@ -13,8 +13,22 @@ import time
 from langchain_core.embeddings import Embeddings
 
 from langchain_tdai_recall._embedding.hashing import HashEmbeddings
+from langchain_tdai_recall.errors import ConfigError
 
 __all__ = ["FailingEmbeddings", "HashEmbeddings", "SlowEmbeddings"]
+
+
+def _check_wrapped(cls: str, inner: object, flags: dict[str, object]) -> None:
+    if not isinstance(inner, Embeddings):
+        msg = (
+            f"{cls} wraps a LangChain Embeddings, got {type(inner).__name__} {inner!r:.40}; "
+            f"e.g. {cls}(HashEmbeddings(), ...)"
+        )
+        raise ConfigError(msg)
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            msg = f"{cls} {name} must be True or False, got {type(value).__name__} {value!r:.40}"
+            raise ConfigError(msg)
 
 
 class SlowEmbeddings(Embeddings):
@@ -23,6 +37,10 @@ class SlowEmbeddings(Embeddings):
     __test__ = False
 
     def __init__(self, inner: Embeddings, *, delay_s: float, queries_only: bool = True) -> None:
+        _check_wrapped("SlowEmbeddings", inner, {"queries_only": queries_only})
+        if isinstance(delay_s, bool) or not isinstance(delay_s, int | float) or not delay_s >= 0:
+            msg = f"SlowEmbeddings delay_s must be seconds >= 0, got {delay_s!r:.40}"
+            raise ConfigError(msg)
         self.inner = inner
         self.delay_s = delay_s
         self.queries_only = queries_only
@@ -46,6 +64,7 @@ class FailingEmbeddings(Embeddings):
     __test__ = False
 
     def __init__(self, inner: Embeddings, *, documents: bool = False) -> None:
+        _check_wrapped("FailingEmbeddings", inner, {"documents": documents})
         self.inner = inner
         self.documents = documents
         self.identity = getattr(inner, "identity", type(inner).__name__)

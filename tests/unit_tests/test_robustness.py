@@ -15,8 +15,9 @@ from langgraph.store.base import GetOp, PutOp
 from langchain_tdai_recall import TdaiMemory, __version__
 from langchain_tdai_recall._exchange.records import check_store_path, is_database_location
 from langchain_tdai_recall.cli import main
+from langchain_tdai_recall.embeddings import DefaultEmbeddings
 from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.testing import HashEmbeddings
+from langchain_tdai_recall.testing import FailingEmbeddings, HashEmbeddings, SlowEmbeddings
 
 NS = ("memories", "alice")
 
@@ -279,3 +280,46 @@ def test_memory_path_opens_an_in_memory_store(
         mem.add_memory("tea")
         assert mem.path is None
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedders: wrong-typed arguments, and texts without any feature
+
+
+@pytest.mark.parametrize("dims", ["8", 8.0, True, None, 1, 10**7])
+def test_hash_embeddings_refuses_a_wrong_dims_naming_it(dims: object) -> None:
+    with pytest.raises(ConfigError, match=r"HashEmbeddings dims must be an integer in 2\.\.") as e:
+        HashEmbeddings(dims=dims)  # type: ignore[arg-type]
+    assert repr(dims) in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda: SlowEmbeddings(HashEmbeddings(), delay_s="1"), "delay_s"),  # type: ignore[arg-type]
+        (lambda: SlowEmbeddings(HashEmbeddings(), delay_s=-1), "delay_s"),
+        (lambda: SlowEmbeddings("hash", delay_s=1), "wraps a LangChain Embeddings"),  # type: ignore[arg-type]
+        (lambda: FailingEmbeddings(HashEmbeddings(), documents="yes"), "documents"),  # type: ignore[arg-type]
+    ],
+)
+def test_test_embedders_refuse_wrong_arguments(make: Any, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        make()
+
+
+def test_default_embeddings_refuses_a_non_bool_calibrate() -> None:
+    with pytest.raises(ConfigError, match="calibrate must be True or False, got str 'no'"):
+        DefaultEmbeddings(calibrate="no")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["!!", "", "...", "\ud800"])
+def test_a_text_without_features_is_embedded_once(text: str) -> None:
+    emb = HashEmbeddings(dims=16)
+    (vector,) = emb.embed_documents([text])
+    assert any(vector) and emb.embed_documents([text]) == [vector]  # deterministic, not zeros
+    assert emb.embed_documents(["hello"]) == [emb.embed_query("hello")]  # others unchanged
+    with TdaiMemory.open(None, embeddings=emb) as mem:
+        mem.add_memory(text or "?", id="m")
+        mem.add_memory("hello there")
+        assert mem.flush(timeout=10)
+        assert mem.stats().pending_vectors == 0  # nothing left for the upkeep to retry
