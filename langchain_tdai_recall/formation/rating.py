@@ -59,6 +59,23 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_warned = threading.Event()
+"""Set once a failed rating was logged as a WARNING in this process (later ones: DEBUG)."""
+
+
+def _log_failure(count: int, error: str) -> None:
+    """A failed rating call: a WARNING once per process, DEBUG after (`rating_report()` counts)."""
+    if _warned.is_set():
+        logger.debug("rating %d stored memories failed (%s); retrying later", count, error)
+        return
+    _warned.set()
+    logger.warning(
+        "rating %d stored memories failed (%s); retrying later (further failures are logged "
+        "at DEBUG; memory.rating_report() counts them)",
+        count,
+        error,
+    )
+
 BATCH: Final = 20
 """Most memories rated by one model call."""
 
@@ -235,9 +252,7 @@ class Rater:
             if error is not None:
                 self._report.failed_calls += 1
                 self._report.last_error = error
-                logger.warning(
-                    "rating %d stored memories failed (%s); retrying later", len(ids), error
-                )
+                _log_failure(len(ids), error)
             if waiting:
                 wait = 0.0
                 if failures:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
 import sqlite3
+import threading
+import time
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,13 @@ from langchain_tdai_recall._exchange.records import check_store_path, is_databas
 from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.embeddings import DefaultEmbeddings
 from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.testing import FailingEmbeddings, HashEmbeddings, SlowEmbeddings
+from langchain_tdai_recall.testing import (
+    FailingEmbeddings,
+    HashEmbeddings,
+    RatingRequest,
+    ScriptedFormationModel,
+    SlowEmbeddings,
+)
 
 NS = ("memories", "alice")
 
@@ -323,3 +332,45 @@ def test_a_text_without_features_is_embedded_once(text: str) -> None:
         mem.add_memory("hello there")
         assert mem.flush(timeout=10)
         assert mem.stats().pending_vectors == 0  # nothing left for the upkeep to retry
+
+
+# ---------------------------------------------------------------------------------------------
+# The rating of store items: one WARNING per process for failed calls
+
+
+def test_failed_ratings_warn_once_per_process(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("langchain_tdai_recall.formation.rating._warned", threading.Event())
+    calls = 0
+
+    def down(request: RatingRequest) -> Any:
+        nonlocal calls
+        calls += 1
+        msg = "provider down"
+        raise RuntimeError(msg)
+
+    config = {
+        "pipeline": {"enabled": False},
+        "extraction": {"retryBaseSeconds": 0.02, "retryMaxSeconds": 0.05, "timeoutSeconds": 5},
+    }
+    caplog.set_level(logging.DEBUG, logger="langchain_tdai_recall.formation.rating")
+    for user in ("alice", "bob"):  # two memories in one process
+        with TdaiMemory.open(
+            None,
+            embeddings=HashEmbeddings(dims=16),
+            config=config,
+            extraction_model=ScriptedFormationModel(rate=down),
+        ) as mem:
+            mem.as_store().put(("memories", user), "k", {"content": "Allergic to peanuts."})
+            deadline = time.monotonic() + 10
+            while (mem.rating_report() is None or mem.rating_report().failed_calls < 3) and (  # type: ignore[union-attr]
+                time.monotonic() < deadline
+            ):
+                time.sleep(0.02)
+            assert mem.rating_report().failed_calls >= 3  # type: ignore[union-attr]
+            mem.close(timeout=0.1)
+    records = [r for r in caplog.records if r.name.endswith("formation.rating")]
+    warnings = [r for r in records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "further failures are logged at DEBUG" in warnings[0].message
+    assert sum("failed" in r.message for r in records) >= 6  # the others at DEBUG
