@@ -76,6 +76,7 @@ def _log_failure(count: int, error: str) -> None:
         error,
     )
 
+
 BATCH: Final = 20
 """Most memories rated by one model call."""
 
