@@ -55,6 +55,9 @@ TimeInput = str | dt.date | dt.datetime | None
 """An activity time as callers may give it."""
 
 MAX_ID_CHARS: Final = 256
+MAX_CONTENT_CHARS: Final = 32_768
+"""Longest L1 memory text in code points: a memory is a fact or a rule, not a document (a
+conversation's messages, L0, have no such bound; scenes and the persona have their own)."""
 """Longest accepted id, in code points."""
 MAX_NAME_BYTES: Final = 255
 """Longest file or folder name most file systems accept, in UTF-8 bytes."""
@@ -359,6 +362,13 @@ def memory_record(data: object, scope: Scope, now: str) -> MemoryRecord:
     content = fields.get("content")
     if not isinstance(content, str) or not content.strip():
         msg = f"content must be a non-empty string, got {content!r:.60}"
+        raise ConfigError(msg)
+    if len(content.strip()) > MAX_CONTENT_CHARS:
+        msg = (
+            f"content is {len(content.strip())} characters ({shown(content, 50)}); a memory holds "
+            f"at most {MAX_CONTENT_CHARS}: store the facts it states as separate memories, and "
+            "a document itself elsewhere (or as conversation messages, which have no such bound)"
+        )
         raise ConfigError(msg)
     mtype = fields.get("type", "episodic")
     if mtype not in MEMORY_TYPES:

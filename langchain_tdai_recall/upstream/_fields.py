@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any, Final
 
-from langchain_tdai_recall._exchange.records import clean_text
+from langchain_tdai_recall._exchange.records import MAX_CONTENT_CHARS, clean_text
 from langchain_tdai_recall.types import MemoryType, iso_utc
 from langchain_tdai_recall.upstream.items import DEFAULT_PRIORITY, UpstreamMemory, UpstreamMessage
 
@@ -212,6 +212,9 @@ def memory_item(
         return None
     if not text:
         skipped.append(f"{label}: empty content")
+        return None
+    if len(text) > MAX_CONTENT_CHARS:
+        skipped.append(f"{label}: {len(text)} characters, over {MAX_CONTENT_CHARS} for a memory")
         return None
     mtype = map_type(memory_type)
     if mtype is None:

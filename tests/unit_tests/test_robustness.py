@@ -16,7 +16,11 @@ import pytest
 from langgraph.store.base import GetOp, PutOp
 
 from langchain_tdai_recall import TdaiMemory, __version__
-from langchain_tdai_recall._exchange.records import check_store_path, is_database_location
+from langchain_tdai_recall._exchange.records import (
+    MAX_CONTENT_CHARS,
+    check_store_path,
+    is_database_location,
+)
 from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.embeddings import DefaultEmbeddings
 from langchain_tdai_recall.errors import ConfigError
@@ -374,3 +378,33 @@ def test_failed_ratings_warn_once_per_process(
     warnings = [r for r in records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "further failures are logged at DEBUG" in warnings[0].message
     assert sum("failed" in r.message for r in records) >= 6  # the others at DEBUG
+
+
+# ---------------------------------------------------------------------------------------------
+# A memory's text is bounded
+
+
+def test_memory_content_is_bounded_with_a_clear_error(memory: TdaiMemory) -> None:
+    assert len(memory.add_memory("x" * MAX_CONTENT_CHARS, id="edge").content) == MAX_CONTENT_CHARS
+    with pytest.raises(ConfigError, match=f"content is {MAX_CONTENT_CHARS + 1} characters"):
+        memory.add_memories([{"content": "ok"}, {"content": "y" * (MAX_CONTENT_CHARS + 1)}])
+    assert [r.id for r in memory.list_memories()] == ["edge"]  # the batch wrote nothing
+    assert memory.record_messages(  # a conversation's message has no such bound
+        [{"role": "user", "content": "z" * (MAX_CONTENT_CHARS + 1)}], session_key="s"
+    )
+
+
+def test_an_upstream_record_over_the_bound_is_skipped_with_its_reason(
+    memory: TdaiMemory, tmp_path: Path
+) -> None:
+    root = tmp_path / "memory-tdai"
+    (root / "records").mkdir(parents=True)
+    long = "w" * (MAX_CONTENT_CHARS + 1)
+    (root / "records" / "a.jsonl").write_text(
+        f'{{"id": "m_long", "content": "{long}", "type": "episodic"}}\n'
+        '{"id": "m_ok", "content": "fine", "type": "episodic"}\n',
+        encoding="utf-8",
+    )
+    report = memory.import_upstream(root)
+    assert [r.id for r in memory.list_memories()] == ["m_ok"]
+    assert any("m_long" in s and f"over {MAX_CONTENT_CHARS}" in s for s in report.skipped)
