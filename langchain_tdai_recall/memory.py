@@ -1047,7 +1047,12 @@ class TdaiMemory:
             user_id: Owner; `None` is the default user.
             agent_id: Agent; `None` is the user's shared memory.
             min_score: Relevance floor in 0..1; `None` uses `tools.min_score`.
-            metadata: Only memories whose metadata has each of these keys with an equal value.
+            metadata: Only memories whose metadata matches this filter: a plain value is
+                equality (a missing key is `None`), an operator dict tests the value
+                (`{"source": {"$in": ["email", "chat"]}}`; `$eq $ne $gt $gte $lt $lte $in
+                $nin`), a `datetime`/`date` or ISO date compares as a time range. The same
+                language as the `tdai_memory_search` tool, the retriever's `filter` and
+                `as_store().search(filter=...)`; any other operator is a `ConfigError`.
             created_after: Only memories first written at or after this (inclusive; a date is
                 its first instant, naive times are UTC).
             created_before: Only memories first written at or before this (a date: its end).
@@ -1492,6 +1497,11 @@ class TdaiMemory:
         search_type: SearchType = "similarity",
         score_threshold: float | None = None,
         require_user_id: bool = False,
+        filter: Mapping[str, Any] | None = None,
+        created_after: dt.datetime | dt.date | str | None = None,
+        created_before: dt.datetime | dt.date | str | None = None,
+        active_after: dt.datetime | dt.date | str | None = None,
+        active_before: dt.datetime | dt.date | str | None = None,
     ) -> TdaiRetriever:
         """A LangChain `BaseRetriever` over this store's L1 memories (RAG chains, ensembles).
 
@@ -1509,6 +1519,15 @@ class TdaiMemory:
                 `score_threshold`.
             score_threshold: Relevance floor in 0..1 for `"similarity_score_threshold"`.
             require_user_id: Raise `ScopeError` instead of falling back to the default user.
+            filter: Metadata filter of every call, in `search_memories`' language (plain
+                values, `$eq $ne $gt $gte $lt $lte $in $nin`, times as ranges).
+            created_after: Only memories first written at or after this.
+            created_before: Only memories first written at or before this.
+            active_after: Only memories whose activity ends at or after this.
+            active_before: Only memories whose activity starts at or before this.
+
+        Each filter can also be given to `invoke` for one call, as can `k`; any other
+        `invoke` keyword is a `ConfigError`.
 
         Returns:
             The retriever.
@@ -1527,6 +1546,11 @@ class TdaiMemory:
             search_type=search_type,
             score_threshold=score_threshold,
             require_user_id=require_user_id,
+            filter=None if filter is None else dict(filter),
+            created_after=created_after,
+            created_before=created_before,
+            active_after=active_after,
+            active_before=active_before,
         )
 
     # -- LangGraph store (issue 16) --------------------------------------------------------------

@@ -25,6 +25,7 @@ from pydantic import (
 )
 from typing_extensions import override
 
+from langchain_tdai_recall._exchange.filters import compile_value_filter
 from langchain_tdai_recall._exchange.metadata import memory_filter, time_bound
 from langchain_tdai_recall._turn import (
     CONVERSATION_SEARCH_TOOL,
@@ -52,6 +53,8 @@ refused with an "Invalid arguments" tool error before any search runs; a search 
 few key words, not a document."""
 
 _MAX_LIMIT: Final = 20
+
+_Scalar = str | int | float | bool | None
 
 
 _MEMORY_SEARCH_DESCRIPTION: Final = (
@@ -124,9 +127,15 @@ class MemorySearchInput(_ToolInput):
         default=None,
         description="Only memories whose scene name contains this text.",
     )
-    metadata: dict[str, str | int | float | bool | None] | None = Field(
-        default=None,
-        description="Only memories whose metadata has each of these keys with this exact value.",
+    metadata: dict[str, _Scalar | list[_Scalar] | dict[str, _Scalar | list[_Scalar]]] | None = (
+        Field(
+            default=None,
+            description=(
+                "Only memories whose metadata matches: each key with this exact value, or with an "
+                'operator object such as {"$in": ["a", "b"]}, {"$gte": 3} or {"$ne": "x"} '
+                "(operators: $eq $ne $gt $gte $lt $lte $in $nin; ISO dates compare as times)."
+            ),
+        )
     )
     created_after: str | None = Field(
         default=None,
@@ -147,6 +156,15 @@ class MemorySearchInput(_ToolInput):
 
     _check_limit = field_validator("limit", mode="before")(_reject_bool)
     _check_query = field_validator("query", mode="before")(_strip_query)
+
+    @field_validator("metadata")
+    @classmethod
+    def _check_metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        try:
+            compile_value_filter(value, field="metadata")
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("created_after", "created_before", "active_after", "active_before")
     @classmethod
