@@ -68,6 +68,7 @@ from langchain_tdai_recall._runtime.breaker import StoreBreaker
 from langchain_tdai_recall._runtime.failure import log_failure
 from langchain_tdai_recall._runtime.threads import DaemonExecutor
 from langchain_tdai_recall._runtime.writer import TurnWriter
+from langchain_tdai_recall._turn.budget import check_tools_guide
 from langchain_tdai_recall._turn.host import MemoryHost, StoreHost
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
@@ -946,7 +947,7 @@ class TdaiMemory:
         agent_id: str | None = None,
         session_key: str | None = None,
         system_prompt: str | None = None,
-        tools_guide: bool = True,
+        tools_guide: bool | Sequence[str] = True,
         now: dt.datetime | None = None,
     ) -> RecallResult | None:
         """Recall memories for this turn's user text (a string or content blocks).
@@ -962,7 +963,8 @@ class TdaiMemory:
                 language is the language of the system context (English when not given), which
                 keeps the system context byte-identical from turn to turn.
             tools_guide: Write the memory-tools guide into the system context (when
-                `tools.enabled`); pass `False` when the model does not have the memory tools.
+                `tools.enabled`); pass `False` when the model does not have the memory tools,
+                or the names of those it has (the guide then names only them).
             now: The time of the turn, against which time expressions such as "last month"
                 are resolved (`recall.time_aware`); `None` is the clock. A naive datetime is
                 taken to be in the configured `timezone`. Pass it when replaying a past
@@ -979,7 +981,7 @@ class TdaiMemory:
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(
             system_prompt=system_prompt,
-            tools_guide=bool(tools_guide),
+            tools_guide=check_tools_guide(tools_guide),
             session_key=session_key,
             now=check_now(now),
         )
@@ -993,7 +995,7 @@ class TdaiMemory:
         agent_id: str | None = None,
         session_key: str | None = None,
         system_prompt: str | None = None,
-        tools_guide: bool = True,
+        tools_guide: bool | Sequence[str] = True,
         now: dt.datetime | None = None,
     ) -> RecallResult | None:
         """Async version of `recall`."""
@@ -1002,7 +1004,7 @@ class TdaiMemory:
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(
             system_prompt=system_prompt,
-            tools_guide=bool(tools_guide),
+            tools_guide=check_tools_guide(tools_guide),
             session_key=session_key,
             now=check_now(now),
         )
@@ -1327,7 +1329,7 @@ class TdaiMemory:
         require_user_id: bool = False,
         capture: bool | None = None,
         on_turn: OnTurn | None = None,
-        tools: bool = True,
+        tools: bool | Sequence[str] = True,
     ) -> TdaiRecallMiddleware:
         """A `TdaiRecallMiddleware` for `langchain.agents.create_agent` (SPEC §5).
 
@@ -1343,7 +1345,10 @@ class TdaiMemory:
             on_turn: Called with the `TurnEvent` of every turn (may be async in async runs).
             tools: `False` registers no memory tools and writes no tools guide, for a model
                 without `bind_tools` (such as `GenericFakeChatModel`): recall still runs.
-                `True` registers them when `tools.enabled` (the default).
+                `True` registers them when `tools.enabled` (the default). A list of tool
+                names registers only those, and the tools guide names only them: beside
+                LangMem's tools, `["tdai_conversation_search", "tdai_read_scene"]` keeps one
+                tool that searches memories.
 
         Returns:
             The middleware; it registers the memory tools itself unless `tools` is off.
@@ -1373,6 +1378,7 @@ class TdaiMemory:
         session_key: str | None = None,
         require_user_id: bool = False,
         budget: ToolBudget | None = None,
+        names: Sequence[str] | None = None,
     ) -> list[BaseTool]:
         """The memory tools: `tdai_memory_search`, `tdai_conversation_search`, `tdai_read_scene`.
 
@@ -1387,9 +1393,12 @@ class TdaiMemory:
             budget: An explicit per-turn `ToolBudget` that you `reset()` every turn; without it
                 the cap is `tools.max_calls_per_turn`, derived from the graph state inside an
                 agent or kept per parent run elsewhere.
+            names: Only these tools (a list of their names; `None`: all), for an agent that
+                has other memory tools already, such as LangMem's.
 
         Returns:
-            The three tools, always in this order (then `tdai_manage_memory`, when enabled).
+            The three tools, always in this order (then `tdai_manage_memory`, when enabled);
+            with `names`, those of them.
 
         Raises:
             ConfigError: If an argument is invalid (`ScopeError` for a bad id).
@@ -1404,6 +1413,7 @@ class TdaiMemory:
             session_key=session_key,
             require_user_id=require_user_id,
             budget=budget,
+            names=names,
         )
 
     def as_runnable(

@@ -84,7 +84,7 @@ class MemoryHost(Protocol):
         agent_id: str | None = None,
         session_key: str | None = None,
         system_prompt: str | None = None,
-        tools_guide: bool = True,
+        tools_guide: bool | Sequence[str] = True,
     ) -> RecallResult | None:
         """Recall memories for a turn (see `TdaiMemory.recall`)."""
         ...
@@ -97,7 +97,7 @@ class MemoryHost(Protocol):
         agent_id: str | None = None,
         session_key: str | None = None,
         system_prompt: str | None = None,
-        tools_guide: bool = True,
+        tools_guide: bool | Sequence[str] = True,
     ) -> RecallResult | None:
         """Async version of `recall`."""
         ...

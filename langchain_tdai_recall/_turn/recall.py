@@ -79,15 +79,15 @@ def run_recall(
     identity: TurnIdentity,
     *,
     system_prompt: str | None = None,
-    tools_guide: bool = True,
+    tools_guide: bool | tuple[str, ...] = True,
     config: RunnableConfig | None = None,
 ) -> RecallOutcome:
     """Recall for one turn under the failure policy (a failure injects nothing).
 
     `system_prompt` is the app's own system prompt (the language signal of the system context);
-    `tools_guide` says whether the model has the memory tools. Callback handlers of the run
-    (`config`, else the current run's) see the recall as a child retriever run named
-    `tdai_recall` with the injected memories as documents (`langchain_tdai_recall._turn.run`).
+    `tools_guide` says whether the model has the memory tools (or which of them). Callback
+    handlers of the run (`config`, else the current run's) see the recall as a child retriever
+    run named `tdai_recall` with the injected memories as documents (`_turn.run`).
     """
     scope = identity.scope
     run = start_recall_run(text, scope, identity.session_key, config)
@@ -117,7 +117,7 @@ async def arun_recall(
     identity: TurnIdentity,
     *,
     system_prompt: str | None = None,
-    tools_guide: bool = True,
+    tools_guide: bool | tuple[str, ...] = True,
     config: RunnableConfig | None = None,
 ) -> RecallOutcome:
     """Async version of `run_recall`."""

@@ -72,6 +72,16 @@ _CONVERSATION_SEARCH_DESCRIPTION: Final = (
     "by relevance, each with its role, session and time. Shares a budget of {limit} calls per turn "
     "with tdai_memory_search; calls beyond it are refused."
 )
+_MEMORY_SEARCH_ALONE: Final = _MEMORY_SEARCH_DESCRIPTION.replace(
+    "tdai_memory_search and tdai_conversation_search share a budget of {limit} calls per turn",
+    "It has a budget of {limit} calls per turn",
+)
+"""`tdai_memory_search` chosen without `tdai_conversation_search` (`names=` of the tools)."""
+_CONVERSATION_SEARCH_ALONE: Final = _CONVERSATION_SEARCH_DESCRIPTION.replace(
+    "Shares a budget of {limit} calls per turn with tdai_memory_search",
+    "Has a budget of {limit} calls per turn",
+)
+"""`tdai_conversation_search` chosen without `tdai_memory_search`."""
 _READ_SCENE_DESCRIPTION: Final = (
     "Read one scene block in full: a Markdown summary of a recurring topic or situation in this "
     "user's history. Pass a scene name exactly as listed in the scene navigation of the system "
