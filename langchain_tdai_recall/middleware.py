@@ -366,7 +366,7 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
     ) -> dict[str, Any] | None:
         """Hand the turn to L0 capture, emit `tdai_agent_turn` and call `on_turn`."""
         event, captured, key = self._finish(state, runtime)
-        emit_turn(event, self.on_turn)
+        emit_turn(event, self.on_turn, text=self.memory.config.recall.trace_memory_text)
         return {"tdai_captured": key} if captured else None
 
     @override
@@ -375,5 +375,5 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
     ) -> dict[str, Any] | None:
         """Async version of `after_agent`."""
         event, captured, key = self._finish(state, runtime)
-        await aemit_turn(event, self.on_turn)
+        await aemit_turn(event, self.on_turn, text=self.memory.config.recall.trace_memory_text)
         return {"tdai_captured": key} if captured else None
