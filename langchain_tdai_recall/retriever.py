@@ -42,6 +42,7 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from pydantic import ConfigDict, PrivateAttr
 from typing_extensions import override
 
+from langchain_tdai_recall._exchange.filters import compile_value_filter
 from langchain_tdai_recall._exchange.metadata import memory_filter
 from langchain_tdai_recall._turn import ScopeResolver
 from langchain_tdai_recall._turn.host import MemoryHost
@@ -184,9 +185,8 @@ class TdaiRetriever(BaseRetriever):
                 "in 0..1); pass score_threshold=0.3, for example, or use search_type='similarity'"
             )
             raise ConfigError(msg)
-        memory_filter(
-            metadata=data.get("filter"), **{k: data.get(k) for k in _FILTERS if k != "filter"}
-        )
+        compile_value_filter(data.get("filter"), field="filter")
+        memory_filter(**{k: data.get(k) for k in _FILTERS if k != "filter"})
         require = data.get("require_user_id", False)
         if not isinstance(require, bool):
             msg = f"require_user_id must be True or False, got {require!r:.60}"
@@ -240,6 +240,7 @@ class TdaiRetriever(BaseRetriever):
         limit = self.k if k is None else _check_k(k, where="k")
         scope = kwargs.get(_SCOPE_KWARG)
         chosen = {name: kwargs.get(name, getattr(self, name)) for name in _FILTERS}
+        compile_value_filter(chosen["filter"], field="filter")  # named as the caller wrote it
         filters = {"metadata": chosen.pop("filter"), **chosen}
         return limit, scope if isinstance(scope, Scope) else self._scope(None), filters
 

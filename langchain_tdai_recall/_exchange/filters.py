@@ -65,7 +65,12 @@ def _shown(value: object, limit: int = 60) -> str:
 
 
 def json_equal(have: object, want: object) -> bool:
-    """JSON equality: `True` is not `1`, numbers compare by value, NaN equals nothing."""
+    """JSON equality: `True` is not `1`, numbers compare by value, NaN equals nothing.
+
+    A tuple in the filter is the JSON list it would be written as.
+    """
+    if isinstance(want, tuple):
+        want = list(want)
     if isinstance(have, bool) or isinstance(want, bool):
         return type(have) is type(want) and have == want
     if isinstance(want, float) and math.isnan(want):

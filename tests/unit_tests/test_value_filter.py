@@ -51,6 +51,8 @@ VALUE = {
         ({"kind": {"name": "x"}}, False),  # an object pattern needs an object
         ({"user": {"$eq": {"name": "Alice"}}}, False),  # $eq is whole-value equality
         ({"tags": {"$eq": ["a", "b"]}}, True),
+        ({"tags": {"$eq": ("a", "b")}}, True),  # a tuple is the list it would be in JSON
+        ({"tags": {"$in": [("a", "b")]}}, True),
     ],
 )
 def test_what_a_filter_matches(spec: dict[str, object], expected: bool) -> None:
