@@ -168,9 +168,18 @@ def check_unsupported_filters_are_errors_everywhere(mem: TdaiMemory) -> None:
         }
         result = tool.invoke(call)
         assert result.status == "error"
-        if "$or" not in spec and "orders" not in words:  # the schema refuses those shapes first
-            assert words in str(result.content), result.content
+        assert words in str(result.content), result.content
         assert "Invalid arguments" in str(result.content)
+
+
+def check_the_tool_says_what_its_schema_takes(mem: TdaiMemory) -> None:
+    seed(mem)
+    tool = mem.tools(user_id="alice")[0]
+    args = {"query": "note", "metadata": {"who": {"age": {"$gte": 18}}}}
+    result = tool.invoke({"type": "tool_call", "id": "c1", "name": tool.name, "args": args})
+    assert result.status == "error"
+    assert "metadata['who'] nests an object" in str(result.content), result.content
+    assert "Input should be" not in str(result.content)  # no list of union errors
 
 
 def check_the_retriever_refuses_unknown_invoke_keywords(mem: TdaiMemory) -> None:
@@ -193,5 +202,6 @@ ALL_CHECKS = [
     check_every_surface_returns_the_same_memories,
     check_async_surfaces_agree,
     check_unsupported_filters_are_errors_everywhere,
+    check_the_tool_says_what_its_schema_takes,
     check_the_retriever_refuses_unknown_invoke_keywords,
 ]

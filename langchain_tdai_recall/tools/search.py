@@ -167,13 +167,22 @@ class MemorySearchInput(_ToolInput):
     _check_limit = field_validator("limit", mode="before")(_reject_bool)
     _check_query = field_validator("query", mode="before")(_strip_query)
 
-    @field_validator("metadata")
+    @field_validator("metadata", mode="before")
     @classmethod
-    def _check_metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _check_metadata(cls, value: object) -> object:
+        # the filter language's own message first (it names the key, the value and the fix),
+        # then the shape this schema takes, instead of a list of union errors
         try:
             compile_value_filter(value, field="metadata")
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
+        for key, want in value.items() if isinstance(value, dict) else ():
+            if isinstance(want, dict) and any(isinstance(v, dict) for v in want.values()):
+                msg = (
+                    f"metadata[{key!r}] nests an object ({want!r:.60}); give each key a value, a "
+                    'list, or one operator object such as {"$in": [...]}'
+                )
+                raise ValueError(msg)
         return value
 
     @field_validator("created_after", "created_before", "active_after", "active_before")
