@@ -56,6 +56,7 @@ from langchain_tdai_recall.tools.manage import (
     manage_budget as manage_budget,
 )
 from langchain_tdai_recall.tools.search import (
+    _BUDGET_EXHAUSTED_ALONE,
     _CONVERSATION_SEARCH_ALONE,
     _CONVERSATION_SEARCH_DESCRIPTION,
     _MEMORY_SEARCH_ALONE,
@@ -98,6 +99,11 @@ __all__ = [
     "create_memory_tools",
     "search_budget",
 ]
+
+
+def _alone(name: str, both: bool) -> dict[str, str]:
+    """The budget refusal of a search tool chosen without the other one (it names only it)."""
+    return {} if both else {"budget_message": _BUDGET_EXHAUSTED_ALONE.format(tool=name)}
 
 
 def create_memory_tools(
@@ -192,6 +198,7 @@ def create_memory_tools(
             _MemorySearchTool(
                 description=text.format(limit=limit),
                 handle_validation_error=_validation_handler(MEMORY_SEARCH_TOOL),
+                **_alone(MEMORY_SEARCH_TOOL, both),
                 **shared,
             )
         )
@@ -201,6 +208,7 @@ def create_memory_tools(
             _ConversationSearchTool(
                 description=text.format(limit=limit),
                 handle_validation_error=_validation_handler(CONVERSATION_SEARCH_TOOL),
+                **_alone(CONVERSATION_SEARCH_TOOL, both),
                 **shared,
             )
         )

@@ -82,6 +82,12 @@ _CONVERSATION_SEARCH_ALONE: Final = _CONVERSATION_SEARCH_DESCRIPTION.replace(
     "Has a budget of {limit} calls per turn",
 )
 """`tdai_conversation_search` chosen without `tdai_memory_search`."""
+_BUDGET_EXHAUSTED_ALONE: Final = (
+    "Refused: the memory search budget for this turn is used up ({tool} has a budget of "
+    "{{limit}} calls per turn). Do not call this tool again in this turn; answer now with the "
+    "information you already have."
+)
+"""What a search tool chosen alone answers past its budget (`{tool}` filled in when built)."""
 _READ_SCENE_DESCRIPTION: Final = (
     "Read one scene block in full: a Markdown summary of a recurring topic or situation in this "
     "user's history. Pass a scene name exactly as listed in the scene navigation of the system "

@@ -152,3 +152,18 @@ def test_wrap_model_guides_the_tools_bound(mem: TdaiMemory) -> None:
     bound.invoke("where do I sit?")
     guide = _guide(_system_text(model.requests[0]))
     assert "- tdai_read_scene:" in guide and "tdai_memory_search" not in guide
+
+
+def test_a_search_tool_chosen_alone_is_refused_naming_only_itself(mem: TdaiMemory) -> None:
+    model = FakeToolCallingChatModel(
+        script=[[{"name": "tdai_memory_search", "args": {"query": "seat"}}] * 4, "Window."]
+    )
+    agent = create_agent(model, middleware=[mem.middleware(tools=["tdai_memory_search"])])
+    out = agent.invoke(
+        {"messages": [{"role": "user", "content": "where do I sit?"}]},
+        context={"user_id": "alice"},
+    )
+    refused = [m for m in out["messages"] if m.type == "tool" and m.status == "error"]
+    assert len(refused) == 1
+    assert "tdai_memory_search has a budget of 3 calls per turn" in refused[0].text
+    assert "tdai_conversation_search" not in refused[0].text
