@@ -252,6 +252,13 @@ class RecallConfig(_ConfigModel):
     and favour the memories whose activity time (else write time) falls in it, in recall and in
     `search_memories` / `tdai_memory_search` when no explicit time filter is given (see
     `text.timeexpr`). Dates are resolved against the turn's time in `timezone`."""
+    trace_memory_text: bool = False
+    """Put the recalled memories' text into what callbacks and tracing see of a turn: the
+    `page_content` of the `tdai_recall` retriever run's documents and each memory's `content` in
+    the `tdai_agent_turn` custom event. Off, they carry ids, scores, types and channels only, so
+    a frontend that forwards `astream_events` does not forward the user's memories from them
+    (the chat model's own run still carries the prompt, injection included); `on_turn`
+    callbacks always receive the text."""
 
     @classmethod
     def _translate_upstream(cls, data: dict[str, Any], notes: list[str]) -> dict[str, Any]:

@@ -91,8 +91,9 @@ class RecallRequest:
 
     system_prompt: str | None = None
     """The app's own system prompt: the turn-invariant language signal of `language="auto"`."""
-    tools_guide: bool = True
-    """Whether the caller has the memory tools (the guide is written only then)."""
+    tools_guide: bool | tuple[str, ...] = True
+    """Whether the caller has the memory tools (the guide is written only then): `True` all,
+    or the names of those it has (the guide names only them)."""
     session_key: str | None = None
     """The conversation of the turn: its profile is held (`recall.holds`); `None` holds none."""
     now: dt.datetime | None = None
@@ -505,6 +506,7 @@ class RecallEngine:
             tools_max_calls=(
                 tools.max_calls_per_turn if tools.enabled and request.tools_guide else None
             ),
+            tools=None if request.tools_guide is True else request.tools_guide or (),
         )
 
     def _search(
