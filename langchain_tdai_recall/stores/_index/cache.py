@@ -26,7 +26,16 @@ from typing import Final, Generic, TypeVar
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.types import IndexCacheStats
 
-__all__ = ["DEFAULT_INDEX_CACHE_MIB", "MAX_INDEX_CACHE_MIB", "MIB", "ScopeCache", "budget_bytes"]
+__all__ = [
+    "DEFAULT_INDEX_CACHE_MIB",
+    "MAX_INDEX_CACHE_MIB",
+    "MIB",
+    "SCOPE_KEYS_KEPT",
+    "SCOPE_SIDE_CACHE",
+    "LruDict",
+    "ScopeCache",
+    "budget_bytes",
+]
 
 MIB: Final = 1 << 20
 DEFAULT_INDEX_CACHE_MIB: Final = 512
@@ -58,8 +67,44 @@ def budget_bytes(mib: object, field: str = "index_cache_mib") -> int | None:
     return int(mib * MIB)
 
 
+SCOPE_KEYS_KEPT: Final = 65_536
+"""Scope-to-id lookups a store keeps (about 200 bytes each; an id never changes)."""
+SCOPE_SIDE_CACHE: Final = 4_096
+"""Per-scope renderings a store keeps besides the indexes (the persona and scene list)."""
+
 _K = TypeVar("_K")
 _V = TypeVar("_V")
+
+
+class LruDict(OrderedDict[_K, _V]):
+    """A dict of at most `maxsize` entries: a read marks an entry used, the least used goes.
+
+    For a store's small per-scope side caches (scope ids, rendered documents), so that they do
+    not grow with every user served. Safe to call from several threads (a race at worst drops
+    an entry, which the owner recomputes).
+    """
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__()
+        self.maxsize = maxsize
+
+    def get(self, key: _K, default: _V | None = None) -> _V | None:  # type: ignore[override]
+        """The value of `key`, now the most recently used, or `default`."""
+        try:
+            value = self[key]
+            self.move_to_end(key)
+        except KeyError:
+            return default
+        return value
+
+    def __setitem__(self, key: _K, value: _V) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.maxsize:
+            try:
+                self.popitem(last=False)
+            except KeyError:
+                break
 
 
 @dataclass(slots=True)

@@ -10,7 +10,14 @@ import pytest
 
 from langchain_tdai_recall import IndexCacheStats, TdaiConfig, TdaiMemory
 from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.stores._index.cache import MIB, ScopeCache, budget_bytes
+from langchain_tdai_recall.stores._index.cache import (
+    MIB,
+    SCOPE_KEYS_KEPT,
+    SCOPE_SIDE_CACHE,
+    LruDict,
+    ScopeCache,
+    budget_bytes,
+)
 from langchain_tdai_recall.stores.local.store import MemoryStore
 from langchain_tdai_recall.testing import HashEmbeddings
 
@@ -149,3 +156,28 @@ def test_concurrent_first_uses_of_one_scope_build_it_once(tmp_path: Path) -> Non
         assert stats.misses == 1  # one build; the other threads waited for it
         assert stats.hits == 3
         assert stats.entries == 1
+
+
+def test_side_caches_are_bounded() -> None:
+    lru: LruDict[int, int] = LruDict(3)
+    for key in range(3):
+        lru[key] = key
+    assert lru.get(0) == 0  # 0 is now the most recently used
+    lru[3] = 3
+    assert list(lru) == [2, 0, 3]  # 1 was the least recently used
+    assert len(lru) == 3
+    assert lru.get(99, -1) == -1
+
+
+def test_a_store_keeps_bounded_scope_keys_and_contexts(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    with TdaiMemory.open(store, embeddings=None) as memory:
+        _fill(memory, 5)
+        for user in range(5):
+            memory.recall("colour", user_id=f"u{user}")
+        scope_keys = store._db._scope_cache
+        contexts = store.documents._context_cache  # type: ignore[attr-defined]
+        assert isinstance(scope_keys, LruDict)
+        assert isinstance(contexts, LruDict)
+        assert (scope_keys.maxsize, contexts.maxsize) == (SCOPE_KEYS_KEPT, SCOPE_SIDE_CACHE)
+        assert len(contexts) == 5
