@@ -398,9 +398,11 @@ class StoreConfig(_ConfigModel):
     """Budget in MiB of this process's in-memory search indexes (both layers of every scope it
     served): past it the least recently used scopes' indexes are released, and rebuilt from the
     rows (or a snapshot) on their next search; never while a search or write uses them. About
-    80 KiB per user with 20 memories, so the default keeps some 6,500 users resident; a scope
-    larger than the budget is still served. `null`: unbounded (memory grows with every user
-    served). Also applied to a store object passed to `TdaiMemory.open` when set explicitly."""
+    80 KiB per user with 20 memories, so the default keeps some 6,500 users resident. The most
+    recently used scope is always kept, even when it alone is larger than the budget (set it
+    above your largest scope: about 200 MiB per 100k memories). `null`: unbounded (memory grows
+    with every user served). Also applied to a store object passed to `TdaiMemory.open` when set
+    explicitly."""
     default_ttl_seconds: float | None = Field(default=None, gt=0, le=100 * 366 * 86_400)
     """Time to live (seconds) of a memory written by `add_memory` / `add_memories` without
     `expires_at` or `ttl`, counted from that write (an update renews it). `null` (the default):

@@ -3,7 +3,9 @@
 A process serving many users would otherwise keep the index of every scope it ever searched
 (about 80 KiB for a user with 20 memories, so gigabytes after 100k users). `ScopeCache` keeps
 them within a byte budget (`store.index_cache_mib`): when the estimated bytes of the cached
-indexes pass it, the least recently used ones are released. A released index is rebuilt from the
+indexes pass it, the least recently used ones are released. The most recently used one is always
+kept, so a scope larger than the whole budget (a million memories) is not rebuilt at every
+search while it is the one being served. A released index is rebuilt from the
 rows (or restored from its snapshot) on its next use, so nothing is lost and, since every use
 catches an index up with the rows first, nothing stale is served.
 
@@ -214,7 +216,8 @@ class ScopeCache(Generic[_K, _V]):
         budget = self.budget
         if budget is None or self._bytes <= budget:
             return
-        for key in [k for k, e in self._entries.items() if not e.pins]:
+        newest = next(reversed(self._entries), None)
+        for key in [k for k, e in self._entries.items() if not e.pins and k != newest]:
             entry = self._entries.pop(key)
             self._bytes -= entry.nbytes
             self._evictions += 1

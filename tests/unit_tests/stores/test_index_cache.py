@@ -43,28 +43,32 @@ def test_a_pinned_entry_is_never_released() -> None:
     cache: ScopeCache[str, _Value] = ScopeCache(100)
     held = _Value()
     cache.add("held", held, 0, pin=True)
-    cache.release("held", 500)  # unpinned, sized, over budget: released
-    assert "held" not in cache
+    cache.add("other", _Value(), 0, pin=False)
+    cache.release("held", 500)  # unpinned, over budget, not the newest: released
+    assert cache.keys() == ["other"]
     assert cache.lookup("held", pin=True) is held  # taken back while the caller holds it
-    cache.add("other", _Value(), 500, pin=False)
-    assert cache.keys() == ["held"]  # pinned survives, the unpinned newcomer goes
+    cache.add("big", _Value(), 500, pin=False)
+    assert cache.keys() == ["held", "big"]  # the pinned one stays, the unpinned older one goes
     cache.release("held", 50)
-    assert cache.keys() == ["held"]
-    assert cache.stats().bytes == 50
+    assert cache.keys() == ["big"]
+    assert cache.stats().bytes == 500  # the newest is kept even past the budget
 
 
 def test_a_released_value_nobody_holds_is_rebuilt() -> None:
     cache: ScopeCache[str, _Value] = ScopeCache(0)
     cache.add("a", _Value(), 10, pin=False)
+    cache.add("b", _Value(), 10, pin=False)
     gc.collect()
+    assert cache.keys() == ["b"]
     assert cache.lookup("a", pin=False) is None
-    assert cache.stats().misses == 1  # the add: a value built
+    assert cache.stats().misses == 2  # the adds: values built
 
 
 def test_discard_forgets_a_held_value_too() -> None:
     cache: ScopeCache[str, _Value] = ScopeCache(0)
     held = _Value()
     cache.add("a", held, 10, pin=False)
+    cache.add("b", _Value(), 10, pin=False)  # "a" is released, still held here
     cache.discard("a")
     assert cache.lookup("a", pin=False) is None  # an erased scope is never taken back
 
