@@ -401,6 +401,15 @@ class StoreConfig(_ConfigModel):
     after a restart does not rebuild them: `auto` (a directory store's `index-cache`
     subdirectory; off for PostgreSQL), a directory, or `null` (off). A snapshot is validated
     (checksum, generation, tokenizer and embedder) and rebuilt when it fails."""
+    index_cache_mib: float | None = Field(default=512, ge=0, le=1 << 30, allow_inf_nan=False)
+    """Budget in MiB of this process's in-memory search indexes (both layers of every scope it
+    served): past it the least recently used scopes' indexes are released, and rebuilt from the
+    rows (or a snapshot) on their next search; never while a search or write uses them. About
+    80 KiB per user with 20 memories, so the default keeps some 6,500 users resident. The most
+    recently used scope is always kept, even when it alone is larger than the budget (set it
+    above your largest scope: about 200 MiB per 100k memories). `null`: unbounded (memory grows
+    with every user served). Also applied to a store object passed to `TdaiMemory.open` when set
+    explicitly."""
     default_ttl_seconds: float | None = Field(default=None, gt=0, le=100 * 366 * 86_400)
     """Time to live (seconds) of a memory written by `add_memory` / `add_memories` without
     `expires_at` or `ttl`, counted from that write (an update renews it). `null` (the default):

@@ -1148,6 +1148,7 @@ class TdaiMemory:
             indexed_scopes=store.loaded_indexes(),
             scopes=per_scope,
             pending_vectors=store.pending_vector_count(selected),
+            index_cache=store.index_cache_stats(),
         )
 
     # -- memory formation (formation/) ---------------------------------------------------------
