@@ -5,7 +5,8 @@ three things; searched as one text, the part with the most words dominates the r
 memory the short part needs ranks low. `split_clauses` cuts a message at sentence ends and
 question marks, at `;`, and at the conjunctions that join two requests ("and", "but", "also",
 "plus", "as well as"; Chinese "，另外", "还有", "以及", "；", "？"), and keeps the parts that
-still say something (at least `MIN_PART_WORDS` words, or `MIN_PART_CJK` Chinese characters).
+still say something (at least `MIN_PART_WORDS` words, or `MIN_PART_CJK` Chinese characters);
+a statement closing a message after its question is context, not a part.
 Deterministic, no model. A message with one such part yields no split (an empty tuple): recall
 then searches it once, as before.
 """
@@ -34,6 +35,8 @@ _SEPARATORS: Final = re.compile(
     r"|(?:另外|还有|以及|顺便问一下)[,，]?",
     re.IGNORECASE,
 )
+_SENTENCE: Final = re.compile(r"(?<=[?？!！。])\s*|(?<=\.)\s+")
+_JOINED: Final = re.compile(r"(?:and|but|also|plus|另外|还有|以及|并且|而且|顺便)", re.IGNORECASE)
 _WORD: Final = re.compile(rf"[^\W\d_{_CJK}]+")
 _CJK_CHAR: Final = re.compile(rf"[{_CJK}]")
 
@@ -44,13 +47,27 @@ def _says_something(part: str) -> bool:
     )
 
 
+def _without_trailing_context(text: str) -> str:
+    """`text` without a closing statement after a question ("...是多少？客人在问")."""
+    sentences = [s for s in _SENTENCE.split(text.strip()) if s.strip()]
+    if len(sentences) < 2:
+        return text
+    last = sentences[-1].strip()
+    asked_before = any(s.rstrip().endswith(("?", "？")) for s in sentences[:-1])
+    if asked_before and not last.endswith(("?", "？")) and not _JOINED.match(last):
+        return " ".join(sentences[:-1])
+    return text
+
+
 def split_clauses(text: str) -> tuple[str, ...]:
     """The parts of `text` worth searching separately; empty when it has fewer than two.
 
-    Parts too short to search on their own ("and you?", "谢谢") are dropped; past `MAX_PARTS`
-    the rest stays joined to the last part.
+    Parts too short to search on their own ("and you?", "谢谢") are dropped, and so is a
+    closing statement after a question, which says why the question is asked rather than
+    asking something ("我有驾照吗？想周末租车去郊区"); past `MAX_PARTS` the rest stays joined to
+    the last part.
     """
-    pieces = [p.strip(" ,，、.") for p in _SEPARATORS.split(text)]
+    pieces = [p.strip(" ,，、.") for p in _SEPARATORS.split(_without_trailing_context(text))]
     parts = [p for p in pieces if p and _says_something(p)]
     if len(parts) < 2:
         return ()

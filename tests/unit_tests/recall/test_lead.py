@@ -232,3 +232,20 @@ def test_a_multi_part_message_embeds_its_parts_in_one_call() -> None:
         assert _block(mem, "Which beverage do I like best?") == [TEA]
         assert counting.single == ["Which beverage do I like best?"]
         assert len(counting.batches) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("我有驾照吗？想周末租车去郊区", ()),
+        ("What is my blood type? I lost the report.", ()),
+        ("我的驾照是什么时候到期的？需要去换证吗？", ("我的驾照是什么时候到期的", "需要去换证吗")),
+        (
+            "Can I eat peanuts? And what about the Kyoto dinner.",
+            ("Can I eat peanuts", "what about the Kyoto dinner"),
+        ),
+    ],
+)
+def test_a_closing_statement_after_a_question_is_no_part(text: str, parts: Sequence[str]) -> None:
+    """The sentence after a question that says why it is asked is context, not a request."""
+    assert split_clauses(text) == tuple(parts)
