@@ -190,9 +190,16 @@ class RecallConfig(_ConfigModel):
     `enabled`."""
     score_threshold: float = Field(default=0.3, ge=0.0, le=1.0)
     """Relevance (0-1, the `score` of a hit) a memory needs to be injected automatically. The
-    threshold is halved for messages clearly about the user's memories and lowered for memories
-    of priority above 70 (see `recall.gate`). It gates injection only: the memory tools and
-    `search_memories` return the best hits above `tools.min_score`."""
+    threshold is halved for messages clearly about the user's memories, lowered for memories
+    of priority above 70 and for the best-ranked memories (`lead_share`; see `recall.gate`).
+    It gates injection only: the memory tools and `search_memories` return the best hits above
+    `tools.min_score`."""
+    lead_share: float = Field(default=0.75, ge=0.0, le=1.0)
+    """Share of `score_threshold` that the two best-ranked memories of a message (and of each
+    part of a multi-part message) need to be injected, when the vector leg found them and the
+    message names no name the user's memories never mention (see `recall.gate`): in a store of
+    hundreds, what the search ranks first is worth showing a little under the threshold. 1
+    turns the rule off."""
     keyword_score_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
     """Threshold used instead of `score_threshold` when recall runs on keywords alone (strategy
     `keyword`, no embedder, or a failed query embedding); `None` uses `score_threshold`."""
