@@ -3,8 +3,8 @@
 `MIGRATIONS` is a list of SQL scripts; `tdai_migrations` records the number of each one applied.
 `setup()` takes a transaction-scoped advisory lock, so several application servers starting at
 once enable pgvector and apply each migration exactly once, and applies what is missing in one
-transaction: a database is never left half-migrated. A database migrated by a newer version of the package is
-refused rather than misread.
+transaction: a database is never left half-migrated. A database migrated by a newer version of
+the package is refused rather than misread.
 
 Tables are prefixed `tdai_` and live in the connection's current schema (`search_path`), so the
 store can share a database with other applications; put it in its own schema with
