@@ -315,6 +315,19 @@ def _xacts(url: str) -> int:
     return int(row[0]) if row else 0
 
 
+def _scans(url: str) -> dict[str, tuple[int, int]]:
+    """(sequential scans, index scans) of the memory and message tables so far."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        rows = conn.execute(
+            "SELECT relname, seq_scan, COALESCE(idx_scan, 0) FROM pg_stat_user_tables "
+            "WHERE relname IN ('tdai_memories', 'tdai_messages')"
+        ).fetchall()
+    return {str(n): (int(s), int(i)) for n, s, i in rows}
+
+
 def serve(url: str, cfg: dict[str, Any]) -> dict[str, Any]:
     procs = cfg["procs"]
     print(f"== {procs} worker processes, {cfg['seconds']:.0f} s", file=sys.stderr)
@@ -333,12 +346,14 @@ def serve(url: str, cfg: dict[str, Any]) -> dict[str, Any]:
             msg = "the worker processes did not get ready"
             raise RuntimeError(msg)
         time.sleep(0.05)
-    load_before, x0 = _loadavg(), _xacts(url)
+    load_before, x0, scans0 = _loadavg(), _xacts(url), _scans(url)
     go.value = 1
     results = [out.get(timeout=cfg["seconds"] + 600) for _ in range(procs)]
     for w in workers:
         w.join(60)
     load_after, x1 = _loadavg(), _xacts(url)
+    time.sleep(1.0)  # the closed backends' statistics reach the cumulative views
+    scans1 = _scans(url)
     samples = [s for r in results for s in r["samples"]]
     writes = [w for r in results for w in r["writes"]]
     seconds = max(r["seconds"] for r in results)
@@ -371,6 +386,7 @@ def serve(url: str, cfg: dict[str, Any]) -> dict[str, Any]:
         if writes
         else None,
         "server_transactions_per_turn": round((x1 - x0) / max(turns, 1), 2),
+        "sequential_scans": {t: scans1[t][0] - scans0.get(t, (0, 0))[0] for t in sorted(scans1)},
         "users_served_per_proc": [r["users_served"] for r in results],
         "rss_mib_per_proc": [r["rss_mib"] for r in results],
         "slow_recalls": {
