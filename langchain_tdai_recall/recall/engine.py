@@ -681,7 +681,9 @@ class RecallEngine:
         timings["pinned"] = (time.perf_counter() - t_pinned) * 1000
         asked: AskedTime | None = None
         if len(query) >= MIN_QUERY_CHARS and cfg.max_results > 0:
-            parts = split_clauses(query) if cfg.lead_share < 1.0 else ()
+            # the parts serve the gate; with a reranker, the reranker decides
+            gated = cfg.lead_share < 1.0 and self.reranker is None
+            parts = split_clauses(query) if gated else ()
             embedded, part_vectors = yield from self._part_embeddings(
                 query, parts, scope, deadline, timings
             )
