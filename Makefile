@@ -46,15 +46,15 @@ integration_tests: $(TSTAMP)
 	$(BIN)/python -m pytest tests/integration_tests
 
 lint: $(TSTAMP)
-	$(BIN)/ruff check langchain_tdai_recall tests benchmarks docs/_hooks
-	$(BIN)/ruff format --check langchain_tdai_recall tests benchmarks docs/_hooks
+	$(BIN)/ruff check langchain_tdai_recall tests benchmarks examples docs/_hooks
+	$(BIN)/ruff format --check langchain_tdai_recall tests benchmarks examples docs/_hooks
 
 format: $(TSTAMP)
-	$(BIN)/ruff format langchain_tdai_recall tests benchmarks docs/_hooks
-	$(BIN)/ruff check --fix langchain_tdai_recall tests benchmarks docs/_hooks
+	$(BIN)/ruff format langchain_tdai_recall tests benchmarks examples docs/_hooks
+	$(BIN)/ruff check --fix langchain_tdai_recall tests benchmarks examples docs/_hooks
 
 type: $(TSTAMP)
-	$(BIN)/mypy langchain_tdai_recall
+	$(BIN)/mypy langchain_tdai_recall examples
 
 # The documentation site into site/ (git-ignored). --strict: a broken link or anchor, a missing API
 # reference or any other warning fails the build. `$(BIN)/mkdocs serve` serves it while editing.

@@ -190,9 +190,16 @@ class RecallConfig(_ConfigModel):
     `enabled`."""
     score_threshold: float = Field(default=0.3, ge=0.0, le=1.0)
     """Relevance (0-1, the `score` of a hit) a memory needs to be injected automatically. The
-    threshold is halved for messages clearly about the user's memories and lowered for memories
-    of priority above 70 (see `recall.gate`). It gates injection only: the memory tools and
-    `search_memories` return the best hits above `tools.min_score`."""
+    threshold is halved for messages clearly about the user's memories, lowered for memories
+    of priority above 70 and for the best-ranked memories (`lead_share`; see `recall.gate`).
+    It gates injection only: the memory tools and `search_memories` return the best hits above
+    `tools.min_score`."""
+    lead_share: float = Field(default=0.75, ge=0.0, le=1.0)
+    """Share of `score_threshold` that the two best-ranked memories of a message (and of each
+    part of a multi-part message) need to be injected, when the vector leg found them and the
+    message names no name the user's memories never mention (see `recall.gate`): in a store of
+    hundreds, what the search ranks first is worth showing a little under the threshold. 1
+    turns the rule off."""
     keyword_score_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
     """Threshold used instead of `score_threshold` when recall runs on keywords alone (strategy
     `keyword`, no embedder, or a failed query embedding); `None` uses `score_threshold`."""
@@ -252,6 +259,13 @@ class RecallConfig(_ConfigModel):
     and favour the memories whose activity time (else write time) falls in it, in recall and in
     `search_memories` / `tdai_memory_search` when no explicit time filter is given (see
     `text.timeexpr`). Dates are resolved against the turn's time in `timezone`."""
+    trace_memory_text: bool = False
+    """Put the recalled memories' text into what callbacks and tracing see of a turn: the
+    `page_content` of the `tdai_recall` retriever run's documents and each memory's `content` in
+    the `tdai_agent_turn` custom event. Off, they carry ids, scores, types and channels only, so
+    a frontend that forwards `astream_events` does not forward the user's memories from them
+    (the chat model's own run still carries the prompt, injection included); `on_turn`
+    callbacks always receive the text."""
 
     @classmethod
     def _translate_upstream(cls, data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
@@ -394,6 +408,15 @@ class StoreConfig(_ConfigModel):
     after a restart does not rebuild them: `auto` (a directory store's `index-cache`
     subdirectory; off for PostgreSQL), a directory, or `null` (off). A snapshot is validated
     (checksum, generation, tokenizer and embedder) and rebuilt when it fails."""
+    index_cache_mib: float | None = Field(default=512, ge=0, le=1 << 30, allow_inf_nan=False)
+    """Budget in MiB of this process's in-memory search indexes (both layers of every scope it
+    served): past it the least recently used scopes' indexes are released, and rebuilt from the
+    rows (or a snapshot) on their next search; never while a search or write uses them. About
+    80 KiB per user with 20 memories, so the default keeps some 6,500 users resident. The most
+    recently used scope is always kept, even when it alone is larger than the budget (set it
+    above your largest scope: about 200 MiB per 100k memories). `null`: unbounded (memory grows
+    with every user served). Also applied to a store object passed to `TdaiMemory.open` when set
+    explicitly."""
     default_ttl_seconds: float | None = Field(default=None, gt=0, le=100 * 366 * 86_400)
     """Time to live (seconds) of a memory written by `add_memory` / `add_memories` without
     `expires_at` or `ttl`, counted from that write (an update renews it). `null` (the default):

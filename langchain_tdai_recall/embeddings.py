@@ -384,6 +384,17 @@ class DefaultEmbeddings(Embeddings):
         """
         return self._embed([text], is_query=True)[0].tolist()  # type: ignore[no-any-return]
 
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Embed several search queries in one model call (recall's parts of one message).
+
+        Raises:
+            EmbeddingError: If the model fails or a text is not a string.
+            MissingDependencyError: If the model's package is not installed.
+        """
+        if not texts:
+            return []
+        return self._embed(texts, is_query=True).tolist()  # type: ignore[no-any-return]
+
 
 def default_model() -> EmbeddingModel:
     """The model `embeddings="default"` uses on this machine.

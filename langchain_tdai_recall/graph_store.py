@@ -42,7 +42,7 @@ several), or by keyword coverage when there is no query vector; items no query r
 with score `None`. `limit` and `offset` page through that one order. Read-your-writes: a query
 search first embeds the items of its scope written before it that the background upkeep has
 not embedded yet (bounded by `embedding.query_timeout_ms`). `filter` matches the value's fields
-(`stores._index.filters`: equality, `$eq $ne $gt $gte $lt $lte $in $nin`, partial nested
+(`_exchange.filters`: equality, `$eq $ne $gt $gte $lt $lte $in $nin`, partial nested
 objects). The `dims`, `embed` and `distance_type` of an index config are not used: the memory's
 own embedder embeds every text, and scores are cosines.
 
@@ -87,6 +87,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path
 
+from langchain_tdai_recall._exchange.filters import ValueTest, compile_value_filter
 from langchain_tdai_recall._exchange.metadata import check_metadata, expiry_after, is_expired
 from langchain_tdai_recall._exchange.records import check_id, now_iso
 from langchain_tdai_recall._graph.items import (
@@ -108,7 +109,6 @@ from langchain_tdai_recall._graph.namespaces import (
 from langchain_tdai_recall._graph.ranking import rank_rows
 from langchain_tdai_recall.errors import ConfigError, TdaiRecallError
 from langchain_tdai_recall.stores._index.extras import HIDDEN_KEY
-from langchain_tdai_recall.stores._index.filters import ValueTest, compile_value_filter
 from langchain_tdai_recall.stores.base import BaseMemoryStore
 from langchain_tdai_recall.types import MEMORY_TYPES, MemoryRecord, MemoryType, Scope
 

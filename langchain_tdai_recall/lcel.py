@@ -103,13 +103,17 @@ class RecallRunnable(Runnable[RecallInput, list[BaseMessage]]):
     """The recall step of an LCEL chain; see `create_recall_runnable`."""
 
     def __init__(
-        self, memory: MemoryHost, resolver: ScopeResolver, *, tools_guide: bool = False
+        self,
+        memory: MemoryHost,
+        resolver: ScopeResolver,
+        *,
+        tools_guide: bool | tuple[str, ...] = False,
     ) -> None:
         self.memory = memory
         self.resolver = resolver
         self.tools_guide = tools_guide
 
-    def with_tools_guide(self, tools_guide: bool = True) -> RecallRunnable:
+    def with_tools_guide(self, tools_guide: bool | tuple[str, ...] = True) -> RecallRunnable:
         """The same step, writing the memory-tools guide into the system context or not."""
         return RecallRunnable(self.memory, self.resolver, tools_guide=tools_guide)
 
@@ -365,7 +369,9 @@ class RecallChatModel(BaseChatModel):
         bound = self.model.bind_tools(tools, **kwargs)
         names = {getattr(t, "name", None) for t in tools}
         names |= {t.get("name") for t in tools if isinstance(t, dict)}
-        recall = self.recall.with_tools_guide(bool(names & MEMORY_TOOL_NAMES))
+        recall = self.recall.with_tools_guide(
+            tuple(sorted(str(n) for n in names & MEMORY_TOOL_NAMES)) or False
+        )
         return cast("Runnable[LanguageModelInput, AIMessage]", self._captured(recall | bound))
 
     @override

@@ -68,6 +68,7 @@ from langchain_tdai_recall._runtime.breaker import StoreBreaker
 from langchain_tdai_recall._runtime.failure import log_failure
 from langchain_tdai_recall._runtime.threads import DaemonExecutor
 from langchain_tdai_recall._runtime.writer import TurnWriter
+from langchain_tdai_recall._turn.budget import check_tools_guide
 from langchain_tdai_recall._turn.host import MemoryHost, StoreHost
 from langchain_tdai_recall.config import TdaiConfig
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
@@ -947,7 +948,7 @@ class TdaiMemory:
         agent_id: str | None = None,
         session_key: str | None = None,
         system_prompt: str | None = None,
-        tools_guide: bool = True,
+        tools_guide: bool | Sequence[str] = True,
         now: dt.datetime | None = None,
     ) -> RecallResult | None:
         """Recall memories for this turn's user text (a string or content blocks).
@@ -963,7 +964,8 @@ class TdaiMemory:
                 language is the language of the system context (English when not given), which
                 keeps the system context byte-identical from turn to turn.
             tools_guide: Write the memory-tools guide into the system context (when
-                `tools.enabled`); pass `False` when the model does not have the memory tools.
+                `tools.enabled`); pass `False` when the model does not have the memory tools,
+                or the names of those it has (the guide then names only them).
             now: The time of the turn, against which time expressions such as "last month"
                 are resolved (`recall.time_aware`); `None` is the clock. A naive datetime is
                 taken to be in the configured `timezone`. Pass it when replaying a past
@@ -980,7 +982,7 @@ class TdaiMemory:
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(
             system_prompt=system_prompt,
-            tools_guide=bool(tools_guide),
+            tools_guide=check_tools_guide(tools_guide),
             session_key=session_key,
             now=check_now(now),
         )
@@ -994,7 +996,7 @@ class TdaiMemory:
         agent_id: str | None = None,
         session_key: str | None = None,
         system_prompt: str | None = None,
-        tools_guide: bool = True,
+        tools_guide: bool | Sequence[str] = True,
         now: dt.datetime | None = None,
     ) -> RecallResult | None:
         """Async version of `recall`."""
@@ -1003,7 +1005,7 @@ class TdaiMemory:
         check_optional_str("system_prompt", system_prompt)
         request = RecallRequest(
             system_prompt=system_prompt,
-            tools_guide=bool(tools_guide),
+            tools_guide=check_tools_guide(tools_guide),
             session_key=session_key,
             now=check_now(now),
         )
@@ -1048,7 +1050,12 @@ class TdaiMemory:
             user_id: Owner; `None` is the default user.
             agent_id: Agent; `None` is the user's shared memory.
             min_score: Relevance floor in 0..1; `None` uses `tools.min_score`.
-            metadata: Only memories whose metadata has each of these keys with an equal value.
+            metadata: Only memories whose metadata matches this filter: a plain value is
+                equality (a missing key is `None`), an operator dict tests the value
+                (`{"source": {"$in": ["email", "chat"]}}`; `$eq $ne $gt $gte $lt $lte $in
+                $nin`), a `datetime`/`date` or ISO date compares as a time range. The same
+                language as the `tdai_memory_search` tool, the retriever's `filter` and
+                `as_store().search(filter=...)`; any other operator is a `ConfigError`.
             created_after: Only memories first written at or after this (inclusive; a date is
                 its first instant, naive times are UTC).
             created_before: Only memories first written at or before this (a date: its end).
@@ -1141,6 +1148,7 @@ class TdaiMemory:
             indexed_scopes=store.loaded_indexes(),
             scopes=per_scope,
             pending_vectors=store.pending_vector_count(selected),
+            index_cache=store.index_cache_stats(),
         )
 
     # -- memory formation (formation/) ---------------------------------------------------------
@@ -1323,7 +1331,7 @@ class TdaiMemory:
         require_user_id: bool = False,
         capture: bool | None = None,
         on_turn: OnTurn | None = None,
-        tools: bool = True,
+        tools: bool | Sequence[str] = True,
     ) -> TdaiRecallMiddleware:
         """A `TdaiRecallMiddleware` for `langchain.agents.create_agent` (SPEC §5).
 
@@ -1339,7 +1347,10 @@ class TdaiMemory:
             on_turn: Called with the `TurnEvent` of every turn (may be async in async runs).
             tools: `False` registers no memory tools and writes no tools guide, for a model
                 without `bind_tools` (such as `GenericFakeChatModel`): recall still runs.
-                `True` registers them when `tools.enabled` (the default).
+                `True` registers them when `tools.enabled` (the default). A list of tool
+                names registers only those, and the tools guide names only them: beside
+                LangMem's tools, `["tdai_conversation_search", "tdai_read_scene"]` keeps one
+                tool that searches memories.
 
         Returns:
             The middleware; it registers the memory tools itself unless `tools` is off.
@@ -1369,6 +1380,7 @@ class TdaiMemory:
         session_key: str | None = None,
         require_user_id: bool = False,
         budget: ToolBudget | None = None,
+        names: Sequence[str] | None = None,
     ) -> list[BaseTool]:
         """The memory tools: `tdai_memory_search`, `tdai_conversation_search`, `tdai_read_scene`.
 
@@ -1383,9 +1395,12 @@ class TdaiMemory:
             budget: An explicit per-turn `ToolBudget` that you `reset()` every turn; without it
                 the cap is `tools.max_calls_per_turn`, derived from the graph state inside an
                 agent or kept per parent run elsewhere.
+            names: Only these tools (a list of their names; `None`: all), for an agent that
+                has other memory tools already, such as LangMem's.
 
         Returns:
-            The three tools, always in this order (then `tdai_manage_memory`, when enabled).
+            The three tools, always in this order (then `tdai_manage_memory`, when enabled);
+            with `names`, those of them.
 
         Raises:
             ConfigError: If an argument is invalid (`ScopeError` for a bad id).
@@ -1400,6 +1415,7 @@ class TdaiMemory:
             session_key=session_key,
             require_user_id=require_user_id,
             budget=budget,
+            names=names,
         )
 
     def as_runnable(
@@ -1493,6 +1509,11 @@ class TdaiMemory:
         search_type: SearchType = "similarity",
         score_threshold: float | None = None,
         require_user_id: bool = False,
+        filter: Mapping[str, Any] | None = None,
+        created_after: dt.datetime | dt.date | str | None = None,
+        created_before: dt.datetime | dt.date | str | None = None,
+        active_after: dt.datetime | dt.date | str | None = None,
+        active_before: dt.datetime | dt.date | str | None = None,
     ) -> TdaiRetriever:
         """A LangChain `BaseRetriever` over this store's L1 memories (RAG chains, ensembles).
 
@@ -1510,6 +1531,15 @@ class TdaiMemory:
                 `score_threshold`.
             score_threshold: Relevance floor in 0..1 for `"similarity_score_threshold"`.
             require_user_id: Raise `ScopeError` instead of falling back to the default user.
+            filter: Metadata filter of every call, in `search_memories`' language (plain
+                values, `$eq $ne $gt $gte $lt $lte $in $nin`, times as ranges).
+            created_after: Only memories first written at or after this.
+            created_before: Only memories first written at or before this.
+            active_after: Only memories whose activity ends at or after this.
+            active_before: Only memories whose activity starts at or before this.
+
+        Each filter can also be given to `invoke` for one call, as can `k`; any other
+        `invoke` keyword is a `ConfigError`.
 
         Returns:
             The retriever.
@@ -1528,6 +1558,11 @@ class TdaiMemory:
             search_type=search_type,
             score_threshold=score_threshold,
             require_user_id=require_user_id,
+            filter=None if filter is None else dict(filter),
+            created_after=created_after,
+            created_before=created_before,
+            active_after=active_after,
+            active_before=active_before,
         )
 
     # -- LangGraph store (issue 16) --------------------------------------------------------------

@@ -7,7 +7,7 @@ recall, injection, the search budget, capture and the turn report are written on
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Final, NotRequired, cast
 
@@ -39,6 +39,7 @@ from langchain_tdai_recall._turn import (
     append_system_context,
     arun_recall,
     capture_turn,
+    check_tool_names,
     emit_turn,
     final_answer,
     inject_recall,
@@ -187,7 +188,7 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
         require_user_id: bool = False,
         capture: bool | None = None,
         on_turn: OnTurn | None = None,
-        tools: bool = True,
+        tools: bool | Sequence[str] = True,
     ) -> None:
         """Create the middleware.
 
@@ -202,7 +203,10 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
             capture: Record each turn to L0; defaults to `capture.enabled`.
             on_turn: Called with the `TurnEvent` of every turn.
             tools: `False` registers no memory tools and writes no tools guide, for a model
-                without `bind_tools`; `True` registers them when `tools.enabled`.
+                without `bind_tools`; `True` registers them when `tools.enabled`; a list of
+                tool names registers only those (beside LangMem's tools, for example
+                `["tdai_conversation_search", "tdai_read_scene"]`), and the tools guide
+                names only them.
 
         Raises:
             ConfigError: If an argument is invalid (`ScopeError` for a bad id).
@@ -211,9 +215,15 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
         if on_turn is not None and not callable(cast("object", on_turn)):
             msg = f"on_turn must be callable, got {type(on_turn).__name__}"
             raise ConfigError(msg)
-        if not isinstance(cast("object", tools), bool):
-            msg = f"tools must be True or False, got {type(tools).__name__}"
-            raise ConfigError(msg)
+        names = (
+            None
+            if tools is True
+            else ()
+            if tools is False
+            else check_tool_names(
+                tools, field="tools", accepts="True, False or a list of memory tool names"
+            )
+        )
         config = memory.config
         self.memory: Final = memory
         self._resolver = ScopeResolver.for_memory(
@@ -225,8 +235,11 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
         )
         # The tools and their budget follow the store's config, like the tools guide that recall
         # puts in the system prompt, so the prompt never promises something the tools do not do.
-        enabled = tools and config.tools.enabled
-        self.tools = create_memory_tools(memory, resolver=self._resolver) if enabled else []
+        enabled = names != () and config.tools.enabled
+        self.tools = (
+            create_memory_tools(memory, resolver=self._resolver, names=names) if enabled else []
+        )
+        self._guide: bool | tuple[str, ...] = tuple(t.name for t in self.tools) or False
         self.max_calls_per_turn: Final = config.tools.max_calls_per_turn
         self.capture: Final = config.capture.enabled if capture is None else capture
         self.on_turn: Final = on_turn
@@ -266,7 +279,7 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
                 message_text(turn.human),
                 turn.identity,
                 system_prompt=message_text(request.system_message),
-                tools_guide=bool(self.tools),
+                tools_guide=self._guide,
             )
             recall = TurnRecall(turn.identity, outcome)
             self._recalls.put(turn.cache_key, recall)
@@ -280,7 +293,7 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
                 message_text(turn.human),
                 turn.identity,
                 system_prompt=message_text(request.system_message),
-                tools_guide=bool(self.tools),
+                tools_guide=self._guide,
             )
             recall = TurnRecall(turn.identity, outcome)
             self._recalls.put(turn.cache_key, recall)
@@ -353,7 +366,7 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
     ) -> dict[str, Any] | None:
         """Hand the turn to L0 capture, emit `tdai_agent_turn` and call `on_turn`."""
         event, captured, key = self._finish(state, runtime)
-        emit_turn(event, self.on_turn)
+        emit_turn(event, self.on_turn, text=self.memory.config.recall.trace_memory_text)
         return {"tdai_captured": key} if captured else None
 
     @override
@@ -362,5 +375,5 @@ class TdaiRecallMiddleware(AgentMiddleware[TdaiRecallState[ResponseT], ContextT,
     ) -> dict[str, Any] | None:
         """Async version of `after_agent`."""
         event, captured, key = self._finish(state, runtime)
-        await aemit_turn(event, self.on_turn)
+        await aemit_turn(event, self.on_turn, text=self.memory.config.recall.trace_memory_text)
         return {"tdai_captured": key} if captured else None

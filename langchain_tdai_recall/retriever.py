@@ -10,6 +10,14 @@ id, and `metadata` holds `id`, `score` (relevance in 0..1), `keyword_score`,
 `activity_end_time`, `timestamp`), the write times (`created_at`, `updated_at`), `user_id` and
 `agent_id`.
 
+Filters, like `search_memories`: `filter` is the one filter language of every explicit search
+(`_exchange.filters`: plain values for equality, `$eq $ne $gt $gte $lt $lte $in $nin`, times as
+ranges) over the memories' metadata, and `created_after`, `created_before`, `active_after` and
+`active_before` bound the write and activity times. Each is an option of the retriever and a
+keyword of `invoke` for one call (`retriever.invoke("trip", filter={"source": {"$in": [...]}})`);
+an unsupported operator, or an `invoke` keyword the retriever does not know, is a
+`ConfigError`, never an empty result.
+
 Read-your-writes: every memory written before a call is searched with its vector. Vectors are
 computed in the background after a write; a call first embeds those of its scope still missing
 (`TdaiMemory.search_memories(wait_for_vectors=True)`), bounded by `embedding.query_timeout_ms`.
@@ -34,6 +42,8 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from pydantic import ConfigDict, PrivateAttr
 from typing_extensions import override
 
+from langchain_tdai_recall._exchange.filters import compile_value_filter
+from langchain_tdai_recall._exchange.metadata import memory_filter
 from langchain_tdai_recall._turn import ScopeResolver
 from langchain_tdai_recall._turn.host import MemoryHost
 from langchain_tdai_recall._turn.run import hit_document
@@ -58,6 +68,29 @@ _MAX_K = 100
 
 _SCOPE_KWARG = "_tdai_scope"
 """Private `invoke` keyword carrying the scope resolved from the call's config."""
+
+_FILTERS: tuple[str, ...] = (
+    "filter",
+    "created_after",
+    "created_before",
+    "active_after",
+    "active_before",
+)
+"""The filter options, which `invoke` also takes for one call."""
+
+_INVOKE_KWARGS = frozenset(("k", *_FILTERS, "run_id", "verbose", _SCOPE_KWARG))
+"""What `invoke` accepts besides the query and config (`run_id`, `verbose`: LangChain's own)."""
+
+
+def _check_invoke_kwargs(kwargs: dict[str, Any]) -> None:
+    unknown = sorted(set(kwargs) - _INVOKE_KWARGS)
+    if unknown:
+        msg = (
+            f"TdaiRetriever.invoke got the unknown keyword(s) {unknown}; it takes k, "
+            f"{', '.join(_FILTERS)} (filter: a metadata filter such as "
+            '{"source": {"$in": ["email", "chat"]}})'
+        )
+        raise ConfigError(msg)
 
 
 def _check_k(value: object, *, where: str) -> int:
@@ -101,6 +134,16 @@ class TdaiRetriever(BaseRetriever):
     """Agent when the call's `configurable` names none."""
     require_user_id: bool = False
     """Raise `ScopeError` when no user is named anywhere, instead of using the default user."""
+    filter: dict[str, Any] | None = None
+    """Metadata filter of every call (the filter language of `search_memories`)."""
+    created_after: Any = None
+    """Only memories first written at or after this (a datetime, a date or ISO text)."""
+    created_before: Any = None
+    """Only memories first written at or before this (a date: its end)."""
+    active_after: Any = None
+    """Only memories whose activity ends at or after this."""
+    active_before: Any = None
+    """Only memories whose activity starts at or before this."""
 
     _resolver: ScopeResolver = PrivateAttr()
 
@@ -114,8 +157,9 @@ class TdaiRetriever(BaseRetriever):
         if unknown:
             msg = (
                 f"unknown TdaiRetriever option(s) {unknown}; the options are memory, k, "
-                "search_type, score_threshold, user_id, agent_id, require_user_id, name, tags "
-                "and metadata"
+                "search_type, score_threshold, user_id, agent_id, require_user_id, filter, "
+                "created_after, created_before, active_after, active_before, name, tags and "
+                "metadata (run metadata; filter on memory metadata with filter=)"
             )
             raise ConfigError(msg)
         memory = data.get("memory")
@@ -141,6 +185,8 @@ class TdaiRetriever(BaseRetriever):
                 "in 0..1); pass score_threshold=0.3, for example, or use search_type='similarity'"
             )
             raise ConfigError(msg)
+        compile_value_filter(data.get("filter"), field="filter")
+        memory_filter(**{k: data.get(k) for k in _FILTERS if k != "filter"})
         require = data.get("require_user_id", False)
         if not isinstance(require, bool):
             msg = f"require_user_id must be True or False, got {require!r:.60}"
@@ -169,11 +215,15 @@ class TdaiRetriever(BaseRetriever):
         Args:
             input: The query.
             config: The run's config; `configurable` may name `user_id` and `agent_id`.
-            **kwargs: `k`, the most documents for this call.
+            **kwargs: For this call: `k`, the most documents; `filter`, `created_after`,
+                `created_before`, `active_after`, `active_before` (replacing the
+                retriever's own).
 
         Raises:
-            ConfigError: If `k` is invalid (`ScopeError` for a bad or missing user id).
+            ConfigError: If an argument is invalid or unknown (`ScopeError` for a bad or
+                missing user id).
         """
+        _check_invoke_kwargs(kwargs)
         kwargs[_SCOPE_KWARG] = self._scope(config)
         return super().invoke(input, config, **kwargs)
 
@@ -182,12 +232,17 @@ class TdaiRetriever(BaseRetriever):
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[Document]:
         """Async version of `invoke`."""
+        _check_invoke_kwargs(kwargs)
         kwargs[_SCOPE_KWARG] = self._scope(config)
         return await super().ainvoke(input, config, **kwargs)
 
-    def _search_args(self, k: object, scope: object) -> tuple[int, Scope]:
+    def _search_args(self, k: object, kwargs: dict[str, Any]) -> tuple[int, Scope, dict[str, Any]]:
         limit = self.k if k is None else _check_k(k, where="k")
-        return limit, scope if isinstance(scope, Scope) else self._scope(None)
+        scope = kwargs.get(_SCOPE_KWARG)
+        chosen = {name: kwargs.get(name, getattr(self, name)) for name in _FILTERS}
+        compile_value_filter(chosen["filter"], field="filter")  # named as the caller wrote it
+        filters = {"metadata": chosen.pop("filter"), **chosen}
+        return limit, scope if isinstance(scope, Scope) else self._scope(None), filters
 
     @override
     def _get_relevant_documents(
@@ -198,7 +253,7 @@ class TdaiRetriever(BaseRetriever):
         k: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        limit, scope = self._search_args(k, kwargs.get(_SCOPE_KWARG))
+        limit, scope, filters = self._search_args(k, kwargs)
         hits = self.memory.search_memories(
             query,
             limit=limit,
@@ -206,6 +261,7 @@ class TdaiRetriever(BaseRetriever):
             agent_id=scope.agent_id,
             min_score=self._floor(),
             wait_for_vectors=True,
+            **filters,
         )
         return [hit_document(hit, scope) for hit in hits]
 
@@ -218,7 +274,7 @@ class TdaiRetriever(BaseRetriever):
         k: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        limit, scope = self._search_args(k, kwargs.get(_SCOPE_KWARG))
+        limit, scope, filters = self._search_args(k, kwargs)
         hits = await self.memory.asearch_memories(
             query,
             limit=limit,
@@ -226,5 +282,6 @@ class TdaiRetriever(BaseRetriever):
             agent_id=scope.agent_id,
             min_score=self._floor(),
             wait_for_vectors=True,
+            **filters,
         )
         return [hit_document(hit, scope) for hit in hits]

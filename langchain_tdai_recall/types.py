@@ -14,6 +14,7 @@ __all__ = [
     "ErasedScope",
     "ForgetReport",
     "ImportReport",
+    "IndexCacheStats",
     "Language",
     "LanguageSetting",
     "MemoryChannel",
@@ -427,6 +428,28 @@ class ScopeStats:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class IndexCacheStats:
+    """This process's cache of derived search indexes (`store.index_cache_mib`).
+
+    Counts since the store was opened. An eviction releases a scope's index; its next search
+    rebuilds it from the rows (or its snapshot), which `misses` counts.
+    """
+
+    entries: int
+    """(scope, layer) indexes held now."""
+    bytes: int
+    """Their estimated size in bytes."""
+    budget: int | None
+    """The bound in bytes (`None`: unbounded)."""
+    hits: int = 0
+    """Uses of an index already held."""
+    misses: int = 0
+    """Uses that had to build (or restore) an index."""
+    evictions: int = 0
+    """Indexes released to keep within the budget."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StoreStats:
     """What a store holds, and how it is indexed."""
 
@@ -454,6 +477,8 @@ class StoreStats:
     """Memories and messages in the selected scopes still waiting for a vector from the current
     embedder (written moments ago, re-embedding after an embedder change, or failed and due for
     a retry); they are keyword-searchable meanwhile."""
+    index_cache: IndexCacheStats | None = None
+    """This process's index cache: size, budget, hit rate and evictions."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

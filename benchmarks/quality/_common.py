@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from langchain_tdai_recall.text.clauses import split_clauses
 from langchain_tdai_recall.text.tokens import estimate_tokens
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -480,9 +481,12 @@ class CachedEmbeddings(Embeddings):
         return self._vectors[key]
 
     def warm_queries(self, texts: Sequence[str]) -> None:
-        """Embed queries ahead of time (so recall's query timeout never sees a cold model)."""
+        """Embed queries ahead of time (so recall's query timeout never sees a cold model),
+        with the parts recall searches separately in a multi-part message (`text.clauses`)."""
         for text in texts:
             self.embed_query(text)
+            for part in split_clauses(text):
+                self.embed_query(part)
 
     def save(self) -> None:
         """Write the cache file when a path was given."""

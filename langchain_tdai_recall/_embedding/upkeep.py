@@ -164,6 +164,8 @@ class VectorUpkeep:
         self._dimension: int | None = None
         self._probed = False
         self._swept = False
+        self._foreign: int | None = None
+        """Rows whose vector another embedder made, counted once by the first pass."""
         self._warned_foreign = False
         self._warned_bad = False
         self._thread = threading.Thread(target=self._run, name="tdai-vectors", daemon=True)
@@ -226,9 +228,24 @@ class VectorUpkeep:
     def _pending(self) -> int | None:
         """Rows waiting for a vector, or `None` when the store cannot say (closing)."""
         try:
-            return self._store.pending_vector_count()
+            return self._count(stale=not self._swept)
         except StoreError:
             return None
+
+    def _count(self, *, stale: bool) -> int:
+        """Rows a pass has to embed.
+
+        After the first pass (`stale=False`) only rows without any vector are counted, which a
+        partial index serves; counting rows whose vector another embedder made scans every
+        row (seconds on millions of rows, on a connection recall shares), so that is done once
+        per opening, by the first pass, and remembered.
+        """
+        missing = self._store.count_missing_vectors()
+        if not stale:
+            return missing
+        if self._foreign is None:
+            self._foreign = self._store.count_foreign_vectors()
+        return missing + self._foreign
 
     def _waiting_bar(self, show_progress: bool | None) -> tuple[int, Progress[int]] | None:
         """(backlog, bar) for a flush that waits on a long backlog; `None` for a short one."""
@@ -448,8 +465,14 @@ class VectorUpkeep:
             if not self._probed and not self._probe():
                 return 0, False
             if stale:
+                self._foreign = None  # counted afresh by this sweep
                 self._warn_foreign()
-            total = self._store.pending_vector_count() if bar is None else 0
+                # nothing made by another embedder: list rows without a vector only (a partial
+                # index), not every row of the table
+                stale = bool(self._foreign)
+                if not stale:
+                    self._swept = True
+            total = self._count(stale=stale) if bar is None else 0
         own_bar = None
         if bar is None and total >= LONG_BACKLOG and self._show_progress:
             own_bar = bar = progress(total, desc="embedding", unit="rows", enabled=True)
@@ -468,9 +491,11 @@ class VectorUpkeep:
         return tally.done, True
 
     def _warn_foreign(self) -> None:
+        if self._foreign is None:
+            self._foreign = self._store.count_foreign_vectors()
+        foreign = self._foreign
         if self._warned_foreign:
             return
-        foreign = self._store.count_foreign_vectors()
         if foreign:
             self._warned_foreign = True
             logger.warning(

@@ -6,8 +6,9 @@
 - `normalize_expiry` / `expiry_after`: `expires_at` is stored as UTC ISO-8601 text with
   milliseconds and `Z`, the form `_exchange.records.now_iso()` writes, so the backends compare
   it with the clock as text; a `ttl` (seconds or a `timedelta`) is turned into one.
-- `memory_filter`: the optional filters of `search_memories` and the tools, as the index's
-  `MemoryFilter`.
+- `memory_filter`: the optional filters of `search_memories`, the tools and the retriever, as
+  the index's `MemoryFilter`; the metadata filter is the one filter language of
+  `_exchange.filters` (the LangGraph store's too).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import math
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
+from langchain_tdai_recall._exchange.filters import ValueTest, compile_value_filter
 from langchain_tdai_recall._runtime.foreground import mark_background
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
 from langchain_tdai_recall.stores._index.extras import MemoryFilter, epoch
@@ -257,12 +259,16 @@ def memory_filter(
 ) -> MemoryFilter | None:
     """The index filter of a search's optional arguments, or `None` when there are none.
 
+    `metadata` is a filter of `_exchange.filters` over the memory's metadata (equality,
+    `$eq $ne $gt $gte $lt $lte $in $nin`, times as ranges), the LangGraph store's language.
+
     Raises:
-        ConfigError: Naming the argument, the value and the accepted forms.
+        ConfigError: Naming the argument, the value and the accepted forms (an unsupported
+            operator included).
     """
-    meta = check_metadata(metadata, field="metadata filter") if metadata is not None else None
+    test = compile_value_filter(metadata, field="metadata")
     where = MemoryFilter(
-        metadata=meta or None,
+        where=None if test is None else _metadata_test(test),
         created_after=time_bound("created_after", created_after),
         created_before=time_bound("created_before", created_before),
         active_after=time_bound("active_after", active_after),
@@ -274,6 +280,13 @@ def memory_filter(
             msg = f"{low} ({_shown_bound(low, where)}) is after {high}; swap them"
             raise ConfigError(msg)
     return None if where.empty else where
+
+
+def _metadata_test(test: ValueTest) -> Callable[[Mapping[str, Any] | None, str], bool]:
+    def where(metadata: Mapping[str, Any] | None, kind: str) -> bool:
+        return test(metadata or {})
+
+    return where
 
 
 def _shown_bound(name: str, where: MemoryFilter) -> str:

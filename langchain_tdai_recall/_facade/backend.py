@@ -41,6 +41,8 @@ def open_backend(
             )
             raise ConfigError(msg)
         where.bind(tokenizer=tokenizer, embedder_id=embedder_id)
+        if "index_cache_mib" in cfg.store.model_fields_set:  # else the store's own budget
+            where.set_index_cache_budget(cfg.store.index_cache_mib)
         return where
     if isinstance(where, str):
         from langchain_tdai_recall.stores.postgres.store import (  # noqa: PLC0415 - the extra
@@ -55,6 +57,7 @@ def open_backend(
             tokenizer=tokenizer,
             embedder_id=embedder_id,
             index_cache=cfg.store.index_cache,
+            index_cache_mib=cfg.store.index_cache_mib,
         )
     if read_only and where is None:
         msg = "read_only=True needs a store directory; an in-memory store starts empty"
@@ -68,4 +71,5 @@ def open_backend(
         synchronous=cfg.store.synchronous,
         read_only=read_only,
         index_cache=cfg.store.index_cache,
+        index_cache_mib=cfg.store.index_cache_mib,
     )

@@ -32,11 +32,14 @@ __all__ = [
     "MEMORY_TOOL_NAMES",
     "READ_SCENE_TOOL",
     "TOOL_FAILED_MESSAGE",
+    "TOOL_NAMES",
     "ArgsCheck",
     "RunBudgets",
     "StateBudget",
     "ToolBudget",
     "TurnScopedBudget",
+    "check_tool_names",
+    "check_tools_guide",
 ]
 
 
@@ -52,6 +55,53 @@ CAPPED_TOOL_NAMES: Final = frozenset({MEMORY_SEARCH_TOOL, CONVERSATION_SEARCH_TO
 MEMORY_TOOL_NAMES: Final = frozenset({*CAPPED_TOOL_NAMES, READ_SCENE_TOOL})
 """The tools the memory-tools guide describes."""
 """The tools that share the per-turn budget."""
+
+TOOL_NAMES: Final = (
+    MEMORY_SEARCH_TOOL,
+    CONVERSATION_SEARCH_TOOL,
+    READ_SCENE_TOOL,
+    MANAGE_MEMORY_TOOL,
+)
+"""Every memory tool, in the order `create_memory_tools` returns them."""
+
+
+def check_tool_names(
+    value: object, *, field: str = "names", accepts: str = "a list of memory tool names"
+) -> tuple[str, ...]:
+    """A choice of memory tools (a list of their names) in `TOOL_NAMES` order.
+
+    Raises:
+        ConfigError: If it is not a list, tuple or set of names, or names another tool.
+    """
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple | set | frozenset):
+        msg = (
+            f"{field} must be {accepts} (from {list(TOOL_NAMES)}), got "
+            f"{type(value).__name__} {value!r:.60}"
+        )
+        raise ConfigError(msg)
+    unknown = [n for n in value if n not in TOOL_NAMES]
+    if unknown:
+        msg = (
+            f"{field} names {unknown!r:.80}, which are not memory tools of this package; choose "
+            f"among {list(TOOL_NAMES)} (LangMem's or your own tools go to create_agent(tools=...) "
+            "as they are)"
+        )
+        raise ConfigError(msg)
+    return tuple(n for n in TOOL_NAMES if n in value)
+
+
+def check_tools_guide(value: object) -> bool | tuple[str, ...]:
+    """`recall(tools_guide=...)`: `True`/`False`, or the names of the memory tools the model has.
+
+    Raises:
+        ConfigError: For anything else.
+    """
+    if isinstance(value, bool):
+        return value
+    return check_tool_names(
+        value, field="tools_guide", accepts="True, False or a list of memory tool names"
+    )
+
 
 BUDGET_EXHAUSTED_MESSAGE: Final = (
     "Refused: the memory search budget for this turn is used up (tdai_memory_search and "

@@ -84,7 +84,7 @@ class MemoryHost(Protocol):
         agent_id: str | None = None,
         session_key: str | None = None,
         system_prompt: str | None = None,
-        tools_guide: bool = True,
+        tools_guide: bool | Sequence[str] = True,
     ) -> RecallResult | None:
         """Recall memories for a turn (see `TdaiMemory.recall`)."""
         ...
@@ -97,7 +97,7 @@ class MemoryHost(Protocol):
         agent_id: str | None = None,
         session_key: str | None = None,
         system_prompt: str | None = None,
-        tools_guide: bool = True,
+        tools_guide: bool | Sequence[str] = True,
     ) -> RecallResult | None:
         """Async version of `recall`."""
         ...
@@ -112,6 +112,11 @@ class MemoryHost(Protocol):
         user_id: str | None = None,
         agent_id: str | None = None,
         min_score: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_after: dt.datetime | dt.date | str | None = None,
+        created_before: dt.datetime | dt.date | str | None = None,
+        active_after: dt.datetime | dt.date | str | None = None,
+        active_before: dt.datetime | dt.date | str | None = None,
         wait_for_vectors: bool = False,
     ) -> list[MemoryHit]:
         """Search the scope's memories (see `TdaiMemory.search_memories`)."""
@@ -127,6 +132,11 @@ class MemoryHost(Protocol):
         user_id: str | None = None,
         agent_id: str | None = None,
         min_score: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_after: dt.datetime | dt.date | str | None = None,
+        created_before: dt.datetime | dt.date | str | None = None,
+        active_after: dt.datetime | dt.date | str | None = None,
+        active_before: dt.datetime | dt.date | str | None = None,
         wait_for_vectors: bool = False,
     ) -> list[MemoryHit]:
         """Async version of `search_memories`."""

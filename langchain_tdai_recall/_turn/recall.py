@@ -73,21 +73,27 @@ def _recall_done(result: RecallResult | None, started: float) -> RecallOutcome:
     return RecallOutcome(result, elapsed, result.error if result is not None else None)
 
 
+def _traced(memory: MemoryHost) -> bool:
+    """Whether tracing may carry the memory texts (`recall.trace_memory_text`)."""
+    return memory.config.recall.trace_memory_text
+
+
 def run_recall(
     memory: MemoryHost,
     text: str,
     identity: TurnIdentity,
     *,
     system_prompt: str | None = None,
-    tools_guide: bool = True,
+    tools_guide: bool | tuple[str, ...] = True,
     config: RunnableConfig | None = None,
 ) -> RecallOutcome:
     """Recall for one turn under the failure policy (a failure injects nothing).
 
     `system_prompt` is the app's own system prompt (the language signal of the system context);
-    `tools_guide` says whether the model has the memory tools. Callback handlers of the run
-    (`config`, else the current run's) see the recall as a child retriever run named
-    `tdai_recall` with the injected memories as documents (`langchain_tdai_recall._turn.run`).
+    `tools_guide` says whether the model has the memory tools (or which of them). Callback
+    handlers of the run (`config`, else the current run's) see the recall as a child retriever
+    run named `tdai_recall` with the injected memories as documents (`_turn.run`; their text
+    only with `recall.trace_memory_text`).
     """
     scope = identity.scope
     run = start_recall_run(text, scope, identity.session_key, config)
@@ -102,12 +108,12 @@ def run_recall(
             tools_guide=tools_guide,
         )
     except Exception as exc:  # recall must never break the agent (unless told to)
-        finish_recall_run(run, scope, None, exc)
+        finish_recall_run(run, scope, None, exc, text=_traced(memory))
         return _recall_failed(memory, exc, started)
     outcome = _recall_done(result, started)
     if run is not None:
         failure = recall_failure(memory.config.recall, result, outcome.elapsed_ms)
-        finish_recall_run(run, scope, result, failure)
+        finish_recall_run(run, scope, result, failure, text=_traced(memory))
     return outcome
 
 
@@ -117,7 +123,7 @@ async def arun_recall(
     identity: TurnIdentity,
     *,
     system_prompt: str | None = None,
-    tools_guide: bool = True,
+    tools_guide: bool | tuple[str, ...] = True,
     config: RunnableConfig | None = None,
 ) -> RecallOutcome:
     """Async version of `run_recall`."""
@@ -134,12 +140,12 @@ async def arun_recall(
             tools_guide=tools_guide,
         )
     except Exception as exc:
-        await afinish_recall_run(run, scope, None, exc)
+        await afinish_recall_run(run, scope, None, exc, text=_traced(memory))
         return _recall_failed(memory, exc, started)
     outcome = _recall_done(result, started)
     if run is not None:
         failure = recall_failure(memory.config.recall, result, outcome.elapsed_ms)
-        await afinish_recall_run(run, scope, result, failure)
+        await afinish_recall_run(run, scope, result, failure, text=_traced(memory))
     return outcome
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, TypedDict
+from typing import TYPE_CHECKING, Final, NotRequired, TypedDict
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 
@@ -89,8 +89,9 @@ class TurnMemory(TypedDict):
 
     id: str
     """Memory id."""
-    content: str
-    """The memory text."""
+    content: NotRequired[str]
+    """The memory text. Always given to `on_turn`; in the `tdai_agent_turn` custom event (which
+    `astream_events` and tracing see) only with `recall.trace_memory_text`."""
     score: float | None
     """Relevance to the turn's message in [0, 1] (`RecalledMemory.score`): for the memory block
     what the injection threshold compared; for the system context the score this turn's search
@@ -181,10 +182,25 @@ def _dispatch_failed(exc: Exception) -> None:
     logger.debug("could not dispatch %s: %s", TURN_EVENT, type(exc).__name__)
 
 
-def emit_turn(event: TurnEvent, on_turn: OnTurn | None) -> None:
-    """Emit the `tdai_agent_turn` custom event and call `on_turn`; never raises."""
+def traced_event(event: TurnEvent, text: bool) -> TurnEvent:
+    """The event as the custom event carries it: without the memory texts unless `text`."""
+    if text:
+        return event
+    memories = [
+        TurnMemory(id=m["id"], score=m["score"], type=m["type"], channel=m["channel"])
+        for m in event["memories"]
+    ]
+    return {**event, "memories": memories}
+
+
+def emit_turn(event: TurnEvent, on_turn: OnTurn | None, *, text: bool = False) -> None:
+    """Emit the `tdai_agent_turn` custom event and call `on_turn`; never raises.
+
+    The custom event carries the memory texts only when `text` (`recall.trace_memory_text`);
+    `on_turn` always receives the whole event.
+    """
     try:
-        dispatch_custom_event(TURN_EVENT, event)
+        dispatch_custom_event(TURN_EVENT, traced_event(event, text))
     except Exception as exc:
         _dispatch_failed(exc)
     if on_turn is not None:
@@ -194,10 +210,10 @@ def emit_turn(event: TurnEvent, on_turn: OnTurn | None) -> None:
             report_failure(exc, action="on_turn callback")
 
 
-async def aemit_turn(event: TurnEvent, on_turn: OnTurn | None) -> None:
+async def aemit_turn(event: TurnEvent, on_turn: OnTurn | None, *, text: bool = False) -> None:
     """Async version of `emit_turn` (`on_turn` may be a coroutine function)."""
     try:
-        await adispatch_custom_event(TURN_EVENT, event)
+        await adispatch_custom_event(TURN_EVENT, traced_event(event, text))
     except Exception as exc:
         _dispatch_failed(exc)
     if on_turn is not None:

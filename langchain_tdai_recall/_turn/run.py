@@ -10,6 +10,13 @@ pinned by priority and the user profile of the system context (`standing_rule`, 
 scored them, else `score=None`). Its start and end times are the recall's.
 A recall that failed or timed out ends the run with `on_retriever_error`; the turn goes on.
 
+Privacy (`recall.trace_memory_text`, off by default): the run's documents then carry the
+memories' ids, scores, types and channels (`injected_as`) in `metadata` and an empty
+`page_content`, so a frontend forwarding `astream_events` does not forward the memory texts
+from this run; with the option on, `page_content` is the memory text. (The chat model's own run
+still carries the prompt, with the injection in it.) `TdaiRetriever`'s documents, which a caller
+asked for, always carry their text.
+
 Nothing here runs, and no `Document` is built, when the run has no callback handler (no
 callbacks passed, no tracing configured): recall pays for the run only when someone listens.
 Handler failures follow the package's failure policy: logged, never raised into the turn.
@@ -100,7 +107,7 @@ def hit_document(hit: MemoryHit, scope: Scope) -> Document:
     return Document(id=hit.id, page_content=hit.content, metadata=metadata)
 
 
-def _recalled_document(memory: RecalledMemory, scope: Scope) -> Document:
+def _recalled_document(memory: RecalledMemory, scope: Scope, text: bool) -> Document:
     metadata: dict[str, Any] = {
         "id": memory.id,
         "injected_as": "memories",
@@ -114,11 +121,11 @@ def _recalled_document(memory: RecalledMemory, scope: Scope) -> Document:
         "user_id": scope.user_id,
         "agent_id": scope.agent_id,
     }
-    return Document(id=memory.id, page_content=memory.content, metadata=metadata)
+    return Document(id=memory.id, page_content=memory.content if text else "", metadata=metadata)
 
 
 def _system_document(
-    record: MemoryRecord, injected_as: InjectedAs, scored: RecalledMemory | None
+    record: MemoryRecord, injected_as: InjectedAs, scored: RecalledMemory | None, text: bool
 ) -> Document:
     metadata = {
         "injected_as": injected_as,
@@ -127,14 +134,19 @@ def _system_document(
         "keyword_score": scored.keyword_score if scored is not None else None,
         "embedding_score": scored.embedding_score if scored is not None else None,
     }
-    return Document(id=record.id, page_content=record.content, metadata=metadata)
+    return Document(id=record.id, page_content=record.content if text else "", metadata=metadata)
 
 
-def recall_documents(result: RecallResult | None, scope: Scope) -> list[Document]:
-    """The memories a recall injected, as documents (see the module docstring for the order)."""
+def recall_documents(
+    result: RecallResult | None, scope: Scope, *, text: bool = True
+) -> list[Document]:
+    """The memories a recall injected, as documents (see the module docstring for the order).
+
+    `text=False` leaves every `page_content` empty (`recall.trace_memory_text` off).
+    """
     if result is None:
         return []
-    documents = [_recalled_document(m, scope) for m in result.memories]
+    documents = [_recalled_document(m, scope, text) for m in result.memories]
     scores: dict[tuple[str, str], RecalledMemory] = {(m.channel, m.id): m for m in result.injected}
     parts: tuple[tuple[InjectedAs, tuple[MemoryRecord, ...]], ...] = (
         ("standing_rule", result.standing_rules),
@@ -143,7 +155,7 @@ def recall_documents(result: RecallResult | None, scope: Scope) -> list[Document
     )
     for injected_as, records in parts:
         documents.extend(
-            _system_document(r, injected_as, scores.get((injected_as, r.id))) for r in records
+            _system_document(r, injected_as, scores.get((injected_as, r.id)), text) for r in records
         )
     return documents
 
@@ -238,15 +250,20 @@ def finish_recall_run(
     scope: Scope,
     result: RecallResult | None,
     error: BaseException | None,
+    *,
+    text: bool = False,
 ) -> None:
-    """End the run: its documents, or `on_retriever_error` when `error` is set; never raises."""
+    """End the run: its documents, or `on_retriever_error` when `error` is set; never raises.
+
+    `text`: the documents carry the memory texts (`recall.trace_memory_text`).
+    """
     if run is None:
         return
     try:
         if error is not None:
             run.on_retriever_error(error)
         else:
-            run.on_retriever_end(recall_documents(result, scope))
+            run.on_retriever_end(recall_documents(result, scope, text=text))
     except Exception as exc:
         _callbacks_failed(exc)
 
@@ -256,6 +273,8 @@ async def afinish_recall_run(
     scope: Scope,
     result: RecallResult | None,
     error: BaseException | None,
+    *,
+    text: bool = False,
 ) -> None:
     """Async version of `finish_recall_run`."""
     if run is None:
@@ -264,6 +283,6 @@ async def afinish_recall_run(
         if error is not None:
             await run.on_retriever_error(error)
         else:
-            await run.on_retriever_end(recall_documents(result, scope))
+            await run.on_retriever_end(recall_documents(result, scope, text=text))
     except Exception as exc:
         _callbacks_failed(exc)

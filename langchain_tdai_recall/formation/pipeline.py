@@ -78,7 +78,7 @@ from langchain_tdai_recall.types import Scope
 if TYPE_CHECKING:
     from langchain_tdai_recall._embedding.upkeep import VectorUpkeep
 
-__all__ = ["FormationEngine", "RunRequest", "RunResult", "log_reason", "zone_name"]
+__all__ = ["FormationEngine", "RunRequest", "RunResult", "ScopeLock", "log_reason", "zone_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,34 @@ class RunResult:
     """Another process holds the scope's lease."""
 
 
+class ScopeLock:
+    """A scope's in-process formation lock, dropped by its engine once nobody uses it.
+
+    Taken from `scope_lock`, then `acquire`d once: a failed `acquire` or the `release` after a
+    successful one ends that caller's use.
+    """
+
+    __slots__ = ("_engine", "_lock", "scope_id", "users")
+
+    def __init__(self, engine: FormationEngine, scope_id: int) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+        self.scope_id = scope_id
+        self.users = 0
+
+    def acquire(self, timeout: float = -1) -> bool:
+        """Take the lock within `timeout` seconds (-1: wait as long as it takes)."""
+        if self._lock.acquire(timeout=timeout):
+            return True
+        self._engine._let_go(self)
+        return False
+
+    def release(self) -> None:
+        """Give the lock back after a successful `acquire`."""
+        self._lock.release()
+        self._engine._let_go(self)
+
+
 class FormationEngine:
     """Runs formation for one `TdaiMemory`: the models, the store and the settings."""
 
@@ -144,7 +172,8 @@ class FormationEngine:
         self.scene_caller = StructuredCaller(
             scene_model or model, method=ex.structured_output, timeout_s=ex.timeout_seconds
         )
-        self._locks: dict[int, threading.Lock] = {}
+        self._locks: dict[int, ScopeLock] = {}
+        """The locks some caller has asked for and not yet released (dropped when idle)."""
         self._locks_guard = threading.Lock()
         self.tz = config.tzinfo()
         self.timezone_name = zone_name(config.timezone, self.tz)
@@ -163,10 +192,29 @@ class FormationEngine:
 
     # -- entry point ---------------------------------------------------------------------------
 
-    def scope_lock(self, scope_id: int) -> threading.Lock:
-        """The in-process lock of a scope (the lease covers other processes)."""
+    def scope_lock(self, scope_id: int) -> ScopeLock:
+        """The in-process lock of a scope (the lease covers other processes).
+
+        Call `acquire` on it next; the lock is forgotten once no caller holds or waits for it,
+        so a process serving many users keeps none for idle scopes (issue 23).
+        """
         with self._locks_guard:
-            return self._locks.setdefault(scope_id, threading.Lock())
+            lock = self._locks.get(scope_id)
+            if lock is None:
+                lock = self._locks[scope_id] = ScopeLock(self, scope_id)
+            lock.users += 1
+            return lock
+
+    def _let_go(self, lock: ScopeLock) -> None:
+        with self._locks_guard:
+            lock.users -= 1
+            if lock.users <= 0 and self._locks.get(lock.scope_id) is lock:
+                del self._locks[lock.scope_id]
+
+    def held_scope_locks(self) -> int:
+        """Scopes whose lock some caller holds or waits for."""
+        with self._locks_guard:
+            return len(self._locks)
 
     def run(
         self,

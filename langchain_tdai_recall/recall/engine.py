@@ -42,7 +42,9 @@ from langchain_tdai_recall.recall.search import (
 from langchain_tdai_recall.recall.when import AskedTime, asked_time
 from langchain_tdai_recall.stores.base import BaseMemoryStore, Scope
 from langchain_tdai_recall.text.budget import apply_budget
+from langchain_tdai_recall.text.clauses import split_clauses
 from langchain_tdai_recall.text.clean import clean_query, content_text
+from langchain_tdai_recall.text.names import capitalised_names
 from langchain_tdai_recall.text.tokens import estimate_tokens
 from langchain_tdai_recall.types import (
     Language,
@@ -91,8 +93,9 @@ class RecallRequest:
 
     system_prompt: str | None = None
     """The app's own system prompt: the turn-invariant language signal of `language="auto"`."""
-    tools_guide: bool = True
-    """Whether the caller has the memory tools (the guide is written only then)."""
+    tools_guide: bool | tuple[str, ...] = True
+    """Whether the caller has the memory tools (the guide is written only then): `True` all,
+    or the names of those it has (the guide names only them)."""
     session_key: str | None = None
     """The conversation of the turn: its profile is held (`recall.holds`); `None` holds none."""
     now: dt.datetime | None = None
@@ -448,6 +451,79 @@ class RecallEngine:
             timings["embed"] = (time.perf_counter() - started) * 1000
         return call.vector(raw)
 
+    def _part_embeddings(
+        self,
+        query: str,
+        parts: tuple[str, ...],
+        scope: Scope,
+        deadline: float,
+        timings: dict[str, float],
+    ) -> Generator[ModelCall, object, tuple[QueryVector, list[QueryVector]]]:
+        """The vectors of a multi-part message and of its parts, in one embedder call.
+
+        As `_query_embedding`, with the parts (`text.clauses`) embedded in the same call; a
+        message of one part (no `parts`) takes `_query_embedding` itself.
+        """
+        if not parts:
+            embedded = yield from self._query_embedding(query, scope, deadline, timings)
+            return embedded, []
+        cfg = self.config
+        none = [QueryVector(None, "no query vector") for _ in parts]
+        if not self.searcher.wants_query_vector(scope, "l1", cfg.recall.strategy):
+            why = "no memory of the scope had a vector when recall began"
+            return QueryVector(None, why), none
+        embed_by = deadline - (cfg.recall.timeout_ms - cfg.embedding.query_timeout_ms) / 1000
+        budget_ms = (embed_by - time.monotonic()) * 1000
+        started = time.perf_counter()
+        call = self.searcher.start_query_embeddings([query, *parts], timeout_ms=budget_ms)
+        if isinstance(call, QueryVector):
+            return call, none
+        try:
+            raw = yield ModelCall(call.future, call.timeout_s, TimeoutError)
+        except TimeoutError:
+            return call.timed_out(cfg.embedding.query_timeout_ms), none
+        except Exception as exc:
+            return call.failed(exc), none
+        finally:
+            timings["embed"] = (time.perf_counter() - started) * 1000
+        vectors = call.vectors(raw, len(parts) + 1)
+        return vectors[0], vectors[1:]
+
+    def _lead_blocked(self, text: str, scope: Scope) -> bool:
+        """Whether `text` names a capitalised name the scope's memories never mention."""
+        names = capitalised_names(text)
+        if not names:
+            return False
+        index = self.store.index(scope, "l1")
+        if index is None:
+            return True
+        return any(
+            index.keyword_search(index.tokenizer.query(name), limit=1, allowed=None).found == 0
+            for name in names
+        )
+
+    def _gate(
+        self,
+        outcome: SearchOutcome,
+        text: str,
+        scope: Scope,
+        *,
+        pinned_refs: frozenset[int],
+        held_out: frozenset[int],
+    ) -> list[RankedHit]:
+        """The hits the gate lets through for one search (the message's, or one part's)."""
+        cfg = self.config.recall
+        keyword = outcome.strategy == "keyword"
+        return injected(
+            outcome,
+            threshold=cfg.keyword_threshold if keyword else cfg.score_threshold,
+            limit=cfg.max_results,
+            exclude=pinned_refs,
+            held_out=held_out,
+            lead_share=cfg.lead_share,
+            lead_blocked=not keyword and self._lead_blocked(text, scope),
+        )
+
     def _block(
         self,
         scope: Scope,
@@ -505,6 +581,7 @@ class RecallEngine:
             tools_max_calls=(
                 tools.max_calls_per_turn if tools.enabled and request.tools_guide else None
             ),
+            tools=None if request.tools_guide is True else request.tools_guide or (),
         )
 
     def _search(
@@ -541,6 +618,43 @@ class RecallEngine:
             outcome.timings_ms["when"] = resolving
         return outcome, asked
 
+    def _with_parts(
+        self,
+        chosen: list[RankedHit],
+        parts: list[tuple[str, QueryVector]],
+        scope: Scope,
+        request: RecallRequest,
+        deadline: float,
+        *,
+        pinned_refs: frozenset[int],
+        held_out: frozenset[int],
+        timings: dict[str, float],
+    ) -> list[RankedHit]:
+        """The message's choice, then what each part's own search lets through, to the limit.
+
+        Each part (`text.clauses`) is searched with its own vector and gated on its own (the
+        lead rule and the on-topic relaxation work per part); a part adds what the message's
+        search did not choose, in the order of the parts.
+        """
+        if not parts:
+            return chosen
+        started = time.perf_counter()
+        limit = self.config.recall.max_results
+        out = list(chosen)
+        seen = {h.rowid for h in out}
+        for text, vector in parts:
+            if len(out) >= limit:
+                break
+            outcome, _ = self._search(
+                text, scope, request, len(pinned_refs), deadline, embedded=vector
+            )
+            for hit in self._gate(outcome, text, scope, pinned_refs=pinned_refs, held_out=held_out):
+                if hit.rowid not in seen and len(out) < limit:
+                    out.append(hit)
+                    seen.add(hit.rowid)
+        timings["parts"] = (time.perf_counter() - started) * 1000
+        return out
+
     def _recall(
         self, user_text: object, scope: Scope, request: RecallRequest, deadline: float
     ) -> RecallSteps:
@@ -567,7 +681,10 @@ class RecallEngine:
         timings["pinned"] = (time.perf_counter() - t_pinned) * 1000
         asked: AskedTime | None = None
         if len(query) >= MIN_QUERY_CHARS and cfg.max_results > 0:
-            embedded = yield from self._query_embedding(query, scope, deadline, timings)
+            parts = split_clauses(query) if cfg.lead_share < 1.0 else ()
+            embedded, part_vectors = yield from self._part_embeddings(
+                query, parts, scope, deadline, timings
+            )
             outcome, asked = self._search(
                 query, scope, request, len(pinned_refs), deadline, embedded=embedded
             )
@@ -587,13 +704,15 @@ class RecallEngine:
                 elif rerank_error:
                     error = f"{error}; {rerank_error}" if error else rerank_error
             if chosen is None:
-                threshold = cfg.keyword_threshold if strategy == "keyword" else cfg.score_threshold
-                chosen = injected(
-                    outcome,
-                    threshold=threshold,
-                    limit=cfg.max_results,
-                    exclude=pinned_refs,
+                chosen = self._with_parts(
+                    self._gate(outcome, query, scope, pinned_refs=pinned_refs, held_out=held_out),
+                    list(zip(parts, part_vectors, strict=True)),
+                    scope,
+                    request,
+                    deadline,
+                    pinned_refs=pinned_refs,
                     held_out=held_out,
+                    timings=timings,
                 )
             memories, lines, truncated, dropped = self._block(
                 scope, chosen, language=language, rerank_scores=rerank_scores

@@ -23,8 +23,21 @@ and is relaxed in two cases, both measured in `benchmarks/results/quality.md`:
   `held_out` (the signal is just that set of row references); such a memory needs only
   `ON_TOPIC_SHARE × threshold`, as the other memories of an on-topic message do.
 
+- **The memory leads the ranking.** In a store of hundreds, the memory the search ranks first
+  for a message means more at relevance 0.25 than the same number does among five memories. The
+  top `LEAD_RANKS` candidates of the fused ranking (pinned rows left out) need only
+  `recall.lead_share × threshold` (times the priority factor), when the vector leg found them
+  itself (`RankedHit.by_vector`: not a hit of the keyword or time leg alone, whose relevance
+  says less) and the message names no capitalised name the user's memories never mention
+  (`lead_blocked`, decided by the engine with `text.names`: "What did Einstein say?" is about
+  someone else). When the message's time picks the writer's memories out (`recall.when`),
+  only a memory of that time leads. This is a rule of rank, not of margin: a memory added
+  below the leads cannot change them. A multi-part message is split into its parts
+  (`text.clauses`) and each part's search leads on its own (see `recall.engine`).
+
 Every rule is monotonic: adding memories can only raise the scope's word coverage and the best
-match, so more memories never yield fewer injected ones.
+match, and a memory that ranks below the leads leaves them leading, so more memories never
+yield fewer injected ones unless they rank above them.
 
 When the message names a time, the memories of that time may pass on a rule of their own
 (`recall.when.with_time`: they must match the rest of the words), without pushing out a memory
@@ -43,9 +56,11 @@ __all__ = [
     "ANCHOR_SHARE",
     "BOOST_FROM",
     "BOOST_TO",
+    "LEAD_RANKS",
     "ON_TOPIC_COVERAGE",
     "ON_TOPIC_SHARE",
     "injected",
+    "leads",
     "priority_factor",
 ]
 
@@ -57,6 +72,9 @@ ANCHOR_SHARE: Final = 0.85
 
 ON_TOPIC_SHARE: Final = 0.5
 """Share of the threshold the other memories need once the message is on topic."""
+
+LEAD_RANKS: Final = 2
+"""How many of the best-ranked candidates may pass on the lead rule (`recall.lead_share`)."""
 
 BOOST_FROM: Final = 70
 """Priority from which a memory's threshold is lowered."""
@@ -79,6 +97,8 @@ def injected(
     limit: int,
     exclude: Iterable[int] = (),
     held_out: Iterable[int] = (),
+    lead_share: float = 1.0,
+    lead_blocked: bool = False,
 ) -> list[RankedHit]:
     """The hits recall injects, best ranked first, at most `limit`.
 
@@ -90,6 +110,10 @@ def injected(
         held_out: Row references of memories the system context would show in the user
             profile but does not, because the session holds the profile it started with
             (`recall.holds`).
+        lead_share: `recall.lead_share`: the share of the threshold the top `LEAD_RANKS`
+            candidates need (1 turns the lead rule off).
+        lead_blocked: Whether no candidate may lead (the message names a name the user's
+            memories never mention).
     """
     skip = set(exclude)
     candidates = [h for h in outcome.hits if h.rowid not in skip]
@@ -99,6 +123,9 @@ def injected(
     on_topic = outcome.scope_coverage >= ON_TOPIC_COVERAGE and best >= ANCHOR_SHARE * threshold
     base = threshold * (ON_TOPIC_SHARE if on_topic else 1.0)
     relaxed = _held_out(candidates, set(held_out), threshold)
+    if not lead_blocked and lead_share < 1.0:
+        timed = outcome.time_only or outcome.time_narrow
+        relaxed |= leads(candidates, threshold=threshold, lead_share=lead_share, timed=timed)
     relevant = [
         h
         for h in candidates
@@ -112,6 +139,24 @@ def injected(
         limit=limit,
         priority_factor=priority_factor,
     )
+
+
+def leads(
+    candidates: list[RankedHit], *, threshold: float, lead_share: float, timed: bool = False
+) -> set[int]:
+    """The rows among the top `LEAD_RANKS` candidates that pass on the lead rule (see above).
+
+    `timed`: the message's time picks the writer's memories out (`SearchOutcome.time_narrow`
+    or `time_only`); then only a memory of that time may lead ("what did I do last month?"
+    leads with nothing of another month).
+    """
+    return {
+        h.rowid
+        for h in candidates[:LEAD_RANKS]
+        if h.by_vector
+        and (h.in_range or not timed)
+        and h.score >= lead_share * threshold * priority_factor(h.priority) - 1e-6
+    }
 
 
 def _held_out(candidates: list[RankedHit], held_out: set[int], threshold: float) -> set[int]:

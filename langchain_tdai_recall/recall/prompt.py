@@ -27,6 +27,7 @@ from langchain_tdai_recall.text.tags import (
 from langchain_tdai_recall.types import Language, MemoryRecord, SceneInfo
 
 __all__ = [
+    "GUIDED_TOOLS",
     "KEY_MEMORIES_TAG",
     "MEMORY_TOOLS_GUIDE_TAG",
     "RELEVANT_MEMORIES_TAG",
@@ -66,31 +67,72 @@ _DISCLAIMER: Final[dict[Language, str]] = {
     ),
 }
 
-_TOOLS_GUIDE: Final[dict[Language, str]] = {
+GUIDED_TOOLS: Final = ("tdai_memory_search", "tdai_conversation_search", "tdai_read_scene")
+"""The memory tools the tools guide can name, in its order."""
+
+_SEARCH_TOOLS: Final = GUIDED_TOOLS[:2]
+
+_TOOLS_GUIDE_HEAD: Final[dict[Language, str]] = {
     "zh": (
         "## 记忆工具使用说明\n"
         "用户消息前的 <relevant-memories> 和这里的记忆只是摘要片段。当它们不足以回答用户时，"
-        "可以调用：\n"
-        "- tdai_memory_search：检索结构化的长期记忆（用户身份与偏好、过往事件、用户定下的规则）。\n"
-        "- tdai_conversation_search：检索原始历史对话，用于确认用户的原话、时间线和上下文，"
-        "也可用来核对记忆检索的结果。\n"
-        "- tdai_read_scene：按场景导航中列出的名称读取某个场景的完整内容。\n"
+        "可以调用："
+    ),
+    "en": (
+        "## Using the memory tools\n"
+        "Memories shown to you (here and in the <relevant-memories> block before the user's "
+        "message) are short excerpts. When they are not enough to answer, you can call:"
+    ),
+}
+
+_TOOLS_GUIDE_LINES: Final[dict[Language, dict[str, str]]] = {
+    "zh": {
+        "tdai_memory_search": (
+            "- tdai_memory_search："
+            "检索结构化的长期记忆（用户身份与偏好、过往事件、用户定下的规则）。"
+        ),
+        "tdai_conversation_search": (
+            "- tdai_conversation_search：检索原始历史对话，用于确认用户的原话、时间线和上下文，"
+            "也可用来核对记忆检索的结果。"
+        ),
+        "tdai_read_scene": "- tdai_read_scene：按场景导航中列出的名称读取某个场景的完整内容。",
+    },
+    "en": {
+        "tdai_memory_search": (
+            "- tdai_memory_search: search structured long-term memories (who the user is, their "
+            "preferences, past events, rules they set)."
+        ),
+        "tdai_conversation_search": (
+            "- tdai_conversation_search: search the raw past conversation for the user's exact "
+            "words, timelines and context, or to double-check a memory."
+        ),
+        "tdai_read_scene": (
+            "- tdai_read_scene: read one scene in full, by a name listed in the scene navigation."
+        ),
+    },
+}
+
+_TOOLS_GUIDE_NOTE_BOTH: Final[dict[Language, str]] = {
+    "zh": (
         "注意：tdai_memory_search 与 tdai_conversation_search 每轮合计最多调用 {max_calls} 次。"
         "第一次没有找到时，可以换关键词或换另一个工具再试；达到上限后不要继续检索，"
         "直接根据已知信息回答。"
     ),
     "en": (
-        "## Using the memory tools\n"
-        "Memories shown to you (here and in the <relevant-memories> block before the user's "
-        "message) are short excerpts. When they are not enough to answer, you can call:\n"
-        "- tdai_memory_search: search structured long-term memories (who the user is, their "
-        "preferences, past events, rules they set).\n"
-        "- tdai_conversation_search: search the raw past conversation for the user's exact "
-        "words, timelines and context, or to double-check a memory.\n"
-        "- tdai_read_scene: read one scene in full, by a name listed in the scene navigation.\n"
         "Note: tdai_memory_search and tdai_conversation_search share a limit of {max_calls} "
         "calls per turn. If a search finds nothing, try other keywords or the other tool; once "
         "the limit is reached, stop searching and answer with what you know."
+    ),
+}
+
+_TOOLS_GUIDE_NOTE_ONE: Final[dict[Language, str]] = {
+    "zh": (
+        "注意：{tool} 每轮最多调用 {max_calls} 次。第一次没有找到时，可以换关键词再试；"
+        "达到上限后不要继续检索，直接根据已知信息回答。"
+    ),
+    "en": (
+        "Note: {tool} has a limit of {max_calls} calls per turn. If a search finds nothing, try "
+        "other keywords; once the limit is reached, stop searching and answer with what you know."
     ),
 }
 
@@ -228,9 +270,26 @@ def disclaimer(language: Language) -> str:
     return _DISCLAIMER[language]
 
 
-def tools_guide(language: Language, max_calls: int = 3) -> str:
-    """Body of the `<memory-tools-guide>` block, stating the per-turn cap of the search tools."""
-    return _TOOLS_GUIDE[language].format(max_calls=max_calls)
+def tools_guide(
+    language: Language, max_calls: int = 3, tools: Sequence[str] | None = None
+) -> str | None:
+    """Body of the `<memory-tools-guide>` block, stating the per-turn cap of the search tools.
+
+    It names the memory tools of `tools` only (`None`: all of `GUIDED_TOOLS`), in a fixed
+    order, so the model is never told of a tool it does not have; `None` when none is named.
+    The same tools give the same bytes on every turn.
+    """
+    names = [n for n in GUIDED_TOOLS if tools is None or n in tools]
+    if not names:
+        return None
+    lines = [_TOOLS_GUIDE_HEAD[language], *(_TOOLS_GUIDE_LINES[language][n] for n in names)]
+    searches = [n for n in names if n in _SEARCH_TOOLS]
+    if len(searches) == len(_SEARCH_TOOLS):
+        lines.append(_TOOLS_GUIDE_NOTE_BOTH[language].format(max_calls=max_calls))
+    elif searches:
+        note = _TOOLS_GUIDE_NOTE_ONE[language]
+        lines.append(note.format(tool=searches[0], max_calls=max_calls))
+    return "\n".join(lines)
 
 
 def truncation_suffix(language: Language) -> str:
@@ -383,6 +442,7 @@ def render_system_context(
     rules: Sequence[str] = (),
     pinned: Sequence[str] = (),
     profile: Sequence[str] = (),
+    tools: Sequence[str] | None = None,
 ) -> str | None:
     """Persona, standing rules, key memories, scene navigation and tools guide, blank-line joined.
 
@@ -390,8 +450,9 @@ def render_system_context(
     `format_memory_line`) of the memories pinned by priority and of the user's profile.
 
     The tools guide is included whenever the caller has the tools (`tools_max_calls` is not
-    `None`), independent of whether this turn recalled anything, so the system message does not
-    toggle between turns. `None` when there is nothing to add.
+    `None`; `tools` names which of them, `None` all), independent of whether this turn
+    recalled anything, so the system message does not toggle between turns. `None` when there
+    is nothing to add.
     """
     parts = []
     if persona:
@@ -407,7 +468,7 @@ def render_system_context(
         parts.append(f"<{USER_PROFILE_TAG}>\n{body}\n</{USER_PROFILE_TAG}>")
     if navigation:
         parts.append(f"<{SCENE_NAVIGATION_TAG}>\n{navigation}\n</{SCENE_NAVIGATION_TAG}>")
-    if tools_max_calls is not None:
-        guide = tools_guide(language, tools_max_calls)
+    guide = tools_guide(language, tools_max_calls, tools) if tools_max_calls is not None else None
+    if guide is not None:
         parts.append(f"<{MEMORY_TOOLS_GUIDE_TAG}>\n{guide}\n</{MEMORY_TOOLS_GUIDE_TAG}>")
     return "\n\n".join(parts) if parts else None

@@ -47,7 +47,7 @@ import time
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -129,6 +129,9 @@ class RankedHit:
     in_range: bool = False
     """Whether the row's activity time (else write time) falls in the time the message asks
     about (`Searcher.search(when=...)`): the gate's signal for time questions."""
+    by_vector: bool = False
+    """Whether the vector leg found the row among its own nearest candidates (not only the
+    keyword leg or the time leg): the gate lets only such rows lead (`recall.gate`)."""
 
 
 @dataclass(slots=True)
@@ -186,8 +189,8 @@ class QueryEmbedding:
     recall worker thread, so store work never queues behind a slow or hung embedder.
     """
 
-    future: Future[list[float]]
-    """The running `embed_query` call."""
+    future: Future[Any]
+    """The running `embed_query` call (or `start_query_embeddings`' batch)."""
     timeout_s: float
     """How long the caller may wait for it."""
 
@@ -195,6 +198,14 @@ class QueryEmbedding:
         """The query vector from the embedder's answer."""
         vector, error = _query_vector(raw)
         return QueryVector(vector, error)
+
+    def vectors(self, raw: object, count: int) -> list[QueryVector]:
+        """The `count` query vectors of a batch's answer (`Searcher.start_query_embeddings`)."""
+        rows = list(raw) if isinstance(raw, (list, tuple)) else []
+        if len(rows) != count:
+            error = f"query embedding returned {len(rows)} vectors for {count} texts"
+            return [QueryVector(None, error) for _ in range(count)]
+        return [self.vector(row) for row in rows]
 
     def timed_out(self, limit_ms: float | None = None) -> QueryVector:
         """What a search gets when the embedding did not come in time.
@@ -210,6 +221,15 @@ class QueryEmbedding:
     def failed(exc: BaseException) -> QueryVector:
         """What a search gets when the embedder raised."""
         return QueryVector(None, f"query embedding failed: {type(exc).__name__}: {exc}")
+
+
+def _embed_queries(embeddings: Embeddings, texts: list[str]) -> list[list[float]]:
+    """Several query embeddings in one call: the embedder's own batch when it has one."""
+    batch = getattr(embeddings, "embed_queries", None)
+    if callable(batch):
+        vectors: list[list[float]] = batch(texts)
+        return vectors
+    return [embeddings.embed_query(t) for t in texts]
 
 
 def normalize_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -251,7 +271,7 @@ class Searcher:
         with self._lock:
             return sum(1 for deadline in self._running.values() if deadline < now)
 
-    def _track(self, future: Future[list[float]], deadline: float) -> None:
+    def _track(self, future: Future[Any], deadline: float) -> None:
         key = id(future)
         with self._lock:
             self._running[key] = deadline
@@ -282,6 +302,28 @@ class Searcher:
                 None, f"embedder unresponsive ({stuck} query embeddings still running)"
             )
         future = self._executor.submit(self.embeddings.embed_query, text[: self._max_input_chars])
+        self._track(future, time.monotonic() + timeout_ms / 1000.0)
+        return QueryEmbedding(future, timeout_ms / 1000.0)
+
+    def start_query_embeddings(
+        self, texts: list[str], *, timeout_ms: float
+    ) -> QueryEmbedding | QueryVector:
+        """Start embedding several queries in one call, as `start_query_embedding` one.
+
+        The embedder's `embed_queries` when it has one, else one `embed_query` after the other
+        on the same thread. The running call's answer is read with `QueryEmbedding.vectors`.
+        """
+        if self.embeddings is None:
+            return QueryVector(None, "no embedder configured")
+        if timeout_ms <= 0:
+            return QueryVector(None, "no time left for the query embedding")
+        stuck = self._stuck()
+        if stuck >= STUCK_EMBEDDINGS:
+            return QueryVector(
+                None, f"embedder unresponsive ({stuck} query embeddings still running)"
+            )
+        cut = [t[: self._max_input_chars] for t in texts]
+        future = self._executor.submit(_embed_queries, self.embeddings, cut)
         self._track(future, time.monotonic() + timeout_ms / 1000.0)
         return QueryEmbedding(future, timeout_ms / 1000.0)
 
@@ -435,6 +477,7 @@ class Searcher:
             if leg.vector is None:
                 effective = "keyword"
         vector, cosines, found = leg.vector, leg.cosines, leg.found
+        by_vector = frozenset(cosines)
 
         coverage: dict[int, float] = {}
         ranked: dict[int, float] = {}
@@ -472,6 +515,7 @@ class Searcher:
             in_range_rows=in_range_rows,
             excluded=excluded,
             timings=timings,
+            by_vector=by_vector,
         )
 
     @staticmethod
@@ -484,12 +528,15 @@ class Searcher:
         in_range_rows: int | None,
         excluded: frozenset[int],
         timings: dict[str, float],
+        by_vector: frozenset[int] = frozenset(),
     ) -> SearchOutcome:
         """The outcome of a search from its legs' numbers (strategy, error, pending, coverage)."""
         effective, error, pending, scope_coverage = state
         cosines, coverage, ranked = legs
         t4 = time.perf_counter()
-        hits = _fuse(effective, cosines, coverage, ranked, index, in_range=in_range)
+        hits = _fuse(
+            effective, cosines, coverage, ranked, index, in_range=in_range, by_vector=by_vector
+        )
         if excluded:
             hits = [h for h in hits if h.rowid not in excluded]
         timings["fuse"] = (time.perf_counter() - t4) * 1000
@@ -751,6 +798,7 @@ def _fuse(
     index: LayerIndex,
     *,
     in_range: frozenset[int] = frozenset(),
+    by_vector: frozenset[int] = frozenset(),
 ) -> list[RankedHit]:
     """Score and order the union of both legs' candidates (`in_range` rows rank higher)."""
     w = EMBEDDING_WEIGHT
@@ -780,6 +828,7 @@ def _fuse(
                 embedding_score=cos,
                 priority=row.priority,
                 in_range=inside,
+                by_vector=rowid in by_vector,
             )
         )
     # Stable sorts, least significant key first: id, recency (newest first), priority, rank.

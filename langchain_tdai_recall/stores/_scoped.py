@@ -14,6 +14,7 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from langchain_tdai_recall.stores._index.cache import DEFAULT_INDEX_CACHE_MIB, budget_bytes
 from langchain_tdai_recall.stores.base import (
     LAYERS,
     BaseMemoryStore,
@@ -31,6 +32,7 @@ from langchain_tdai_recall.stores.records import (
 )
 from langchain_tdai_recall.types import (
     ErasedScope,
+    IndexCacheStats,
     MemoryRecord,
     MemoryType,
     MemoryVersion,
@@ -56,6 +58,8 @@ class ScopedStore(BaseMemoryStore):
     Args:
         records: The backend's record SQL.
         snapshots: Where large derived indexes persist their snapshots, or `None`.
+        index_cache_mib: Budget of this process's derived indexes in MiB (`None`: unbounded);
+            past it the least recently used scopes' indexes are released and rebuilt on use.
         tokenizer: The keyword tokenizer (see `BaseMemoryStore`).
         embedder_id: Identity of the embedder whose vectors count.
         read_only: Serve reads only.
@@ -69,11 +73,13 @@ class ScopedStore(BaseMemoryStore):
         tokenizer: Tokenizer | None,
         embedder_id: str | None,
         read_only: bool,
+        index_cache_mib: float | None = DEFAULT_INDEX_CACHE_MIB,
     ) -> None:
+        budget = budget_bytes(index_cache_mib)
         super().__init__(tokenizer=tokenizer, embedder_id=embedder_id, read_only=read_only)
         self.records: RecordBackend = records
         """The backend's record SQL, keyed by scope id."""
-        self._indexes = DerivedIndexes(snapshots)
+        self._indexes = DerivedIndexes(snapshots, budget=budget)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -96,6 +102,18 @@ class ScopedStore(BaseMemoryStore):
     def loaded_indexes(self) -> int:
         """Number of scopes with derived indexes built in this process."""
         return self._indexes.scopes()
+
+    def index_cache_stats(self) -> IndexCacheStats:
+        """This process's index cache: entries, bytes, budget, hits, misses, evictions."""
+        return self._indexes.stats()
+
+    def set_index_cache_budget(self, mib: float | None) -> None:
+        """Bound this process's derived indexes to `mib` MiB (`None`: unbounded).
+
+        Raises:
+            ConfigError: If `mib` is not `None` nor a number of MiB in 0..2**30.
+        """
+        self._indexes.budget = budget_bytes(mib)
 
     # -- scopes and counts --------------------------------------------------------------------
 

@@ -57,6 +57,7 @@ import numpy as np
 import numpy.typing as npt
 
 from langchain_tdai_recall.errors import ConfigError, StoreClosedError, StoreReadOnlyError
+from langchain_tdai_recall.stores._index.cache import ScopeCache
 from langchain_tdai_recall.stores._index.extras import HIDDEN_KEY
 from langchain_tdai_recall.stores._index.layer import LayerIndex, RowSource
 from langchain_tdai_recall.stores._index.trim import release_freed_memory
@@ -64,6 +65,7 @@ from langchain_tdai_recall.stores.records import Layer, MemoryRow, MessageRow, P
 from langchain_tdai_recall.text.tokenize import Tokenizer, get_tokenizer
 from langchain_tdai_recall.types import (
     ErasedScope,
+    IndexCacheStats,
     MemoryRecord,
     MemoryType,
     MemoryVersion,
@@ -132,17 +134,39 @@ class DerivedIndexes:
     """The per-process `LayerIndex` of each (scope, layer), built on first use. Thread-safe.
 
     Shared by the backends, whose search legs run on derived in-process indexes fed from their
-    row source. With a `SnapshotCache`, an index starts from its persisted snapshot when one
-    passes every check (and is caught up from there), and `close()` saves the large indexes
-    whose snapshot is missing or older.
+    row source. The indexes live in a `ScopeCache` bounded by `budget` bytes (issue 23): past it
+    the least recently used are released and rebuilt from the rows on their next use; an index
+    is pinned while it is built or caught up, and one a search still holds is taken back rather
+    than built twice (`stores._index.cache`). With a `SnapshotCache`, an index starts from its
+    persisted snapshot when one passes every check (and is caught up from there), and `close()`
+    saves the large indexes whose snapshot is missing or older.
+
+    Args:
+        cache: Where large indexes persist their snapshots, or `None`.
+        budget: Bytes the indexes may take together, or `None` for no bound.
     """
 
-    def __init__(self, cache: SnapshotCache | None = None) -> None:
-        self._indexes: dict[tuple[int, Layer], LayerIndex] = {}
+    def __init__(self, cache: SnapshotCache | None = None, *, budget: int | None = None) -> None:
+        self._indexes: ScopeCache[tuple[int, Layer], LayerIndex] = ScopeCache(budget)
         self._starting: dict[tuple[int, Layer], threading.Lock] = {}
         """Per key being created: a lock that the threads asking for it wait on."""
         self._lock = threading.Lock()
         self.cache = cache
+
+    @property
+    def budget(self) -> int | None:
+        """Bytes the indexes may take together (`None`: no bound)."""
+        return self._indexes.budget
+
+    @budget.setter
+    def budget(self, value: int | None) -> None:
+        with self._lock:
+            self._indexes.resize(value)
+
+    def stats(self) -> IndexCacheStats:
+        """The index cache's entries, bytes, budget, hits, misses and evictions."""
+        with self._lock:
+            return self._indexes.stats()
 
     def get(
         self,
@@ -157,27 +181,36 @@ class DerivedIndexes:
         """The index of a scope's layer, caught up with every write so far.
 
         A new index is restored from its snapshot (if the cache has a valid one) under a lock of
-        its own key, so other scopes' searches never wait for it.
+        its own key, so other scopes' searches never wait for it. The entry is pinned until it
+        has caught up, so the cache never releases it half-built.
         """
         key = (scope_id, layer)
         with self._lock:
-            index = self._indexes.get(key)
+            index = self._indexes.lookup(key, pin=True)
             starting = self._starting.setdefault(key, threading.Lock()) if index is None else None
         new = False
         if starting is not None:
             with starting:
                 with self._lock:
-                    index = self._indexes.get(key)
+                    index = self._indexes.lookup(key, pin=True)
                 if index is None:
                     new = True
                     index = self._start(
                         source, scope_id, scope, layer, tokenizer=tokenizer, embedder=embedder
                     )
                     with self._lock:
-                        self._indexes[key] = index
+                        self._indexes.add(key, index, 0, pin=True)
                         self._starting.pop(key, None)
         assert index is not None
-        index.refresh()
+        seen = index.generation
+        nbytes: int | None = None
+        try:
+            index.refresh()
+            if new or index.generation != seen or not self._indexes.sized(key):
+                nbytes = index.nbytes()
+        finally:
+            with self._lock:
+                self._indexes.release(key, nbytes)
         if new and len(index.meta) >= TRIM_AFTER_ROWS:
             release_freed_memory()  # the build's garbage: about half of the RSS it added
         return index
@@ -206,16 +239,16 @@ class DerivedIndexes:
         return index
 
     def scopes(self) -> int:
-        """Number of scopes with an index in this process."""
+        """Number of scopes with an index in this process's cache."""
         with self._lock:
-            return len({scope_id for scope_id, _ in self._indexes})
+            return self._indexes.scopes()
 
     def save_snapshots(self) -> int:
         """Save the snapshots of the large indexes that changed since theirs; returns how many."""
         if self.cache is None:
             return 0
         with self._lock:
-            indexes = list(self._indexes.values())
+            indexes = self._indexes.values()
         return sum(self.cache.save(index) for index in indexes)
 
     def clear(self, *, save: bool = False) -> None:
@@ -237,7 +270,7 @@ class DerivedIndexes:
         """
         with self._lock:
             for layer in LAYERS:
-                self._indexes.pop((scope_id, layer), None)
+                self._indexes.discard((scope_id, layer))
         return self.cache.forget(scope_id) if self.cache is not None else 0
 
 
@@ -348,6 +381,17 @@ class BaseMemoryStore(ABC):
     @abstractmethod
     def loaded_indexes(self) -> int:
         """Number of scopes with derived indexes loaded in this process."""
+
+    def index_cache_stats(self) -> IndexCacheStats | None:
+        """This process's bounded index cache (`store.index_cache_mib`); `None` without one."""
+        return None
+
+    def set_index_cache_budget(self, mib: float | None) -> None:
+        """Bound this process's derived indexes to `mib` MiB (`None`: unbounded).
+
+        The default is a backend without an index cache, which has nothing to bound.
+        """
+        self._check_open()
 
     def save_index_snapshots(self) -> int:
         """Persist the large derived indexes that changed since their snapshot; returns how many.

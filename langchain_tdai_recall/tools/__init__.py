@@ -23,6 +23,7 @@ injected prompt blocks, so a memory cannot open or close a block or a role tag.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.tools import BaseTool
@@ -34,9 +35,11 @@ from langchain_tdai_recall._turn import (
     MANAGE_MEMORY_TOOL,
     MEMORY_SEARCH_TOOL,
     READ_SCENE_TOOL,
+    TOOL_NAMES,
     RunBudgets,
     ScopeResolver,
     ToolBudget,
+    check_tool_names,
 )
 from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.tools._base import _validation_handler
@@ -53,7 +56,10 @@ from langchain_tdai_recall.tools.manage import (
     manage_budget as manage_budget,
 )
 from langchain_tdai_recall.tools.search import (
+    _BUDGET_EXHAUSTED_ALONE,
+    _CONVERSATION_SEARCH_ALONE,
     _CONVERSATION_SEARCH_DESCRIPTION,
+    _MEMORY_SEARCH_ALONE,
     _MEMORY_SEARCH_DESCRIPTION,
     _READ_SCENE_DESCRIPTION,
     MAX_QUERY_CHARS,
@@ -95,6 +101,11 @@ __all__ = [
 ]
 
 
+def _alone(name: str, both: bool) -> dict[str, str]:
+    """The budget refusal of a search tool chosen without the other one (it names only it)."""
+    return {} if both else {"budget_message": _BUDGET_EXHAUSTED_ALONE.format(tool=name)}
+
+
 def create_memory_tools(
     memory: MemoryHost,
     *,
@@ -105,6 +116,7 @@ def create_memory_tools(
     budget: ToolBudget | None = None,
     resolver: ScopeResolver | None = None,
     manage_budget: ToolBudget | None = None,
+    names: Sequence[str] | None = None,
 ) -> list[BaseTool]:
     """Build `tdai_memory_search`, `tdai_conversation_search` and `tdai_read_scene`.
 
@@ -128,12 +140,18 @@ def create_memory_tools(
         resolver: Share identity resolution with a middleware (internal; overrides the
             identity arguments).
         manage_budget: Like `budget`, for `tdai_manage_memory` (when it is registered).
+        names: Only these tools (a list of their names; `None`: all of them), for an agent
+            that has other memory tools already, such as LangMem's: with
+            `["tdai_conversation_search", "tdai_read_scene"]` the model keeps one tool that
+            searches memories. `tdai_manage_memory` needs `tools.manage_memory`. A search tool
+            chosen without the other says it has the budget alone.
 
     Returns:
-        The three tools, always in this order, then `tdai_manage_memory` when enabled.
+        The three tools, always in this order, then `tdai_manage_memory` when enabled (only
+        those of `names`, in this order).
 
     Raises:
-        ConfigError: If an argument is invalid.
+        ConfigError: If an argument is invalid (a name that is not one of these tools).
 
     Example:
         ```python
@@ -150,6 +168,14 @@ def create_memory_tools(
         if given is not None and not isinstance(cast("object", given), ToolBudget):
             msg = f"{field_name} must be a ToolBudget, got {type(given).__name__}"
             raise ConfigError(msg)
+    chosen = TOOL_NAMES if names is None else check_tool_names(names, field="names")
+    if MANAGE_MEMORY_TOOL in chosen and names is not None and not memory.config.tools.manage_memory:
+        msg = (
+            f"names includes {MANAGE_MEMORY_TOOL!r}, which needs tools.manage_memory: set "
+            "TdaiConfig(tools={'manage_memory': True}), or leave it out of names"
+        )
+        raise ConfigError(msg)
+    both = MEMORY_SEARCH_TOOL in chosen and CONVERSATION_SEARCH_TOOL in chosen
     limit = memory.config.tools.max_calls_per_turn if budget is None else budget.limit
     scopes = resolver or ScopeResolver.for_memory(
         memory,
@@ -165,24 +191,36 @@ def create_memory_tools(
         "state_budget": search_budget(limit),
         "run_budgets": RunBudgets(limit),
     }
-    tools: list[BaseTool] = [
-        _MemorySearchTool(
-            description=_MEMORY_SEARCH_DESCRIPTION.format(limit=limit),
-            handle_validation_error=_validation_handler(MEMORY_SEARCH_TOOL),
-            **shared,
-        ),
-        _ConversationSearchTool(
-            description=_CONVERSATION_SEARCH_DESCRIPTION.format(limit=limit),
-            handle_validation_error=_validation_handler(CONVERSATION_SEARCH_TOOL),
-            **shared,
-        ),
-        _ReadSceneTool(
-            description=_READ_SCENE_DESCRIPTION,
-            handle_validation_error=_validation_handler(READ_SCENE_TOOL),
-            **shared,
-        ),
-    ]
-    if memory.config.tools.manage_memory:
+    tools: list[BaseTool] = []
+    if MEMORY_SEARCH_TOOL in chosen:
+        text = _MEMORY_SEARCH_DESCRIPTION if both else _MEMORY_SEARCH_ALONE
+        tools.append(
+            _MemorySearchTool(
+                description=text.format(limit=limit),
+                handle_validation_error=_validation_handler(MEMORY_SEARCH_TOOL),
+                **_alone(MEMORY_SEARCH_TOOL, both),
+                **shared,
+            )
+        )
+    if CONVERSATION_SEARCH_TOOL in chosen:
+        text = _CONVERSATION_SEARCH_DESCRIPTION if both else _CONVERSATION_SEARCH_ALONE
+        tools.append(
+            _ConversationSearchTool(
+                description=text.format(limit=limit),
+                handle_validation_error=_validation_handler(CONVERSATION_SEARCH_TOOL),
+                **_alone(CONVERSATION_SEARCH_TOOL, both),
+                **shared,
+            )
+        )
+    if READ_SCENE_TOOL in chosen:
+        tools.append(
+            _ReadSceneTool(
+                description=_READ_SCENE_DESCRIPTION,
+                handle_validation_error=_validation_handler(READ_SCENE_TOOL),
+                **shared,
+            )
+        )
+    if memory.config.tools.manage_memory and MANAGE_MEMORY_TOOL in chosen:
         tools.append(
             build_manage_tool(
                 memory,

@@ -25,6 +25,7 @@ from pydantic import (
 )
 from typing_extensions import override
 
+from langchain_tdai_recall._exchange.filters import compile_value_filter
 from langchain_tdai_recall._exchange.metadata import memory_filter, time_bound
 from langchain_tdai_recall._turn import (
     CONVERSATION_SEARCH_TOOL,
@@ -53,6 +54,8 @@ few key words, not a document."""
 
 _MAX_LIMIT: Final = 20
 
+_Scalar = str | int | float | bool | None
+
 
 _MEMORY_SEARCH_DESCRIPTION: Final = (
     "Search this user's long-term memory: who they are and what they prefer (persona), things "
@@ -69,6 +72,22 @@ _CONVERSATION_SEARCH_DESCRIPTION: Final = (
     "by relevance, each with its role, session and time. Shares a budget of {limit} calls per turn "
     "with tdai_memory_search; calls beyond it are refused."
 )
+_MEMORY_SEARCH_ALONE: Final = _MEMORY_SEARCH_DESCRIPTION.replace(
+    "tdai_memory_search and tdai_conversation_search share a budget of {limit} calls per turn",
+    "It has a budget of {limit} calls per turn",
+)
+"""`tdai_memory_search` chosen without `tdai_conversation_search` (`names=` of the tools)."""
+_CONVERSATION_SEARCH_ALONE: Final = _CONVERSATION_SEARCH_DESCRIPTION.replace(
+    "Shares a budget of {limit} calls per turn with tdai_memory_search",
+    "Has a budget of {limit} calls per turn",
+)
+"""`tdai_conversation_search` chosen without `tdai_memory_search`."""
+_BUDGET_EXHAUSTED_ALONE: Final = (
+    "Refused: the memory search budget for this turn is used up ({tool} has a budget of "
+    "{{limit}} calls per turn). Do not call this tool again in this turn; answer now with the "
+    "information you already have."
+)
+"""What a search tool chosen alone answers past its budget (`{tool}` filled in when built)."""
 _READ_SCENE_DESCRIPTION: Final = (
     "Read one scene block in full: a Markdown summary of a recurring topic or situation in this "
     "user's history. Pass a scene name exactly as listed in the scene navigation of the system "
@@ -124,9 +143,15 @@ class MemorySearchInput(_ToolInput):
         default=None,
         description="Only memories whose scene name contains this text.",
     )
-    metadata: dict[str, str | int | float | bool | None] | None = Field(
-        default=None,
-        description="Only memories whose metadata has each of these keys with this exact value.",
+    metadata: dict[str, _Scalar | list[_Scalar] | dict[str, _Scalar | list[_Scalar]]] | None = (
+        Field(
+            default=None,
+            description=(
+                "Only memories whose metadata matches: each key with this exact value, or with an "
+                'operator object such as {"$in": ["a", "b"]}, {"$gte": 3} or {"$ne": "x"} '
+                "(operators: $eq $ne $gt $gte $lt $lte $in $nin; ISO dates compare as times)."
+            ),
+        )
     )
     created_after: str | None = Field(
         default=None,
@@ -147,6 +172,24 @@ class MemorySearchInput(_ToolInput):
 
     _check_limit = field_validator("limit", mode="before")(_reject_bool)
     _check_query = field_validator("query", mode="before")(_strip_query)
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _check_metadata(cls, value: object) -> object:
+        # the filter language's own message first (it names the key, the value and the fix),
+        # then the shape this schema takes, instead of a list of union errors
+        try:
+            compile_value_filter(value, field="metadata")
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        for key, want in value.items() if isinstance(value, dict) else ():
+            if isinstance(want, dict) and any(isinstance(v, dict) for v in want.values()):
+                msg = (
+                    f"metadata[{key!r}] nests an object ({want!r:.60}); give each key a value, a "
+                    'list, or one operator object such as {"$in": [...]}'
+                )
+                raise ValueError(msg)
+        return value
 
     @field_validator("created_after", "created_before", "active_after", "active_before")
     @classmethod

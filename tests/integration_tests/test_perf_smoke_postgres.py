@@ -41,3 +41,30 @@ def test_postgres_script_runs_tiny(tmp_path: Path, postgres_server: str) -> None
     assert report["processes"]["freshness_pct"] == 100.0
     assert report["processes"]["writes"] > 0
     assert (tmp_path / "pg.md").read_text(encoding="utf-8").startswith("# PostgreSQL backend")
+
+
+def test_many_users_script_runs_tiny(tmp_path: Path, postgres_server: str) -> None:
+    out = tmp_path / "mu.json"
+    subprocess.run(
+        [
+            sys.executable,
+            str(PERF / "postgres_many_users.py"),
+            "--tiny",
+            "--url",
+            postgres_server,
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["load"]["bytes_per_user"] > 0
+    (phase,) = report["phases"]
+    assert phase["procs"] == 2
+    assert phase["recall"]["n"] > 0 and phase["recall_cold"]["n"] > 0
+    assert phase["freshness_pct"] == 100.0
+    assert phase["statements_per_recall"] > 0
+    assert (tmp_path / "mu.md").read_text(encoding="utf-8").startswith("# Many users")

@@ -157,7 +157,10 @@ def test_block_runs_on_its_own(
         with warnings.catch_warnings():
             # LangMem's dependency trustcall imports names LangGraph has deprecated
             warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"trustcall\.")
-            exec(compile(code, f"{block.page}:{block.line} ({block.heading})", "exec"), namespace)
+            # dont_inherit: a block runs as a user's script would, without this module's
+            # `from __future__ import annotations` (which would hide annotation errors)
+            name = f"{block.page}:{block.line} ({block.heading})"
+            exec(compile(code, name, "exec", dont_inherit=True), namespace)
     finally:
         for value in namespace.values():
             if isinstance(value, TdaiMemory):

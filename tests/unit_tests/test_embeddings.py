@@ -347,3 +347,13 @@ def test_shipped_calibration_reproduces_from_the_sentences(real_model: DefaultEm
     cos_mean = float(mean @ shipped.mean / np.linalg.norm(mean) / np.linalg.norm(shipped.mean))
     assert cos_mean > 0.999
     assert float(direction @ shipped.direction) > 0.999
+
+
+@pytest.mark.slow
+def test_embed_queries_matches_embed_query() -> None:
+    emb = DefaultEmbeddings()
+    texts = ["Can I eat peanuts", "我的护照什么时候过期", "what dates am I away"]
+    batch = emb.embed_queries(texts)
+    assert emb.embed_queries([]) == []
+    for text, vector in zip(texts, batch, strict=True):
+        assert vector == pytest.approx(emb.embed_query(text), abs=1e-4)

@@ -76,3 +76,13 @@ def test_store_rw_script_runs_tiny(tmp_path: Path) -> None:
     assert run["search_right_after_put"]["p50_ms"] > 0
     assert run["scopes"][0]["items"] == 200
     assert (tmp_path / "store_rw.md").read_text(encoding="utf-8").startswith("# Read-your")
+
+
+def test_cache_sim_script_runs_tiny(tmp_path: Path) -> None:
+    report = _run("cache_sim.py", tmp_path / "sim.json")
+    rows = report["rows"]
+    assert isinstance(rows, list) and len(rows) == 6  # 3 exponents x 2 budgets
+    for small, large in zip(rows[::2], rows[1::2], strict=True):
+        assert 0 < small["random_hit_pct"] <= large["random_hit_pct"] <= 100
+        assert small["random_hit_pct"] <= small["sticky_hit_pct"]  # sticky never worse here
+    assert (tmp_path / "sim.md").read_text(encoding="utf-8").startswith("# Index cache")

@@ -39,8 +39,8 @@ SPEC_NAMES = {
 
 
 # The exact public surface. Beyond SPEC §1: the result types of public methods (`ImportReport`,
-# `ForgetReport` and its `ErasedScope`, `StoreStats`, `SceneInfo`, `SceneBlock`,
-# `MemoryVersion`, `ExtractionReport`), the configuration
+# `ForgetReport` and its `ErasedScope`, `StoreStats` and its `IndexCacheStats`, `SceneInfo`,
+# `SceneBlock`, `MemoryVersion`, `ExtractionReport`), the configuration
 # sections a `TdaiConfig` is built from, the exception tree, `MessageRecord` (an L0 message as
 # stored, part of the `stores.BaseMemoryStore` interface), `TdaiRetriever` (what
 # `TdaiMemory.as_retriever()` returns), `TdaiStore` (what `TdaiMemory.as_store()` returns; issue
@@ -57,6 +57,7 @@ PACKAGE_ALL = [
     "ForgetReport",
     "ImportReport",
     "ImportUpstreamError",
+    "IndexCacheStats",
     "MemoryHit",
     "MemoryRecord",
     "MemoryVersion",

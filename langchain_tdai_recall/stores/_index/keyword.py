@@ -25,8 +25,13 @@ keyword hit and breaks nothing.
 
 Memory. Tokens are numbered once per index; what each document contains (needed to forget it)
 is kept as token numbers in one flat int32 array with per-slot offsets, not as a tuple of
-strings per document, which cost about 0.5 KiB per memory. `export_state` / `from_state` turn the
-index into plain arrays and back (for the persisted snapshots of `stores._index.snapshot`).
+strings per document, which cost about 0.5 KiB per memory. A small scope's first batch (a user's
+few dozen memories, built in one go) is *packed*: every token's postings in two flat arrays with
+per-token offsets, instead of two growable arrays per token (about 220 bytes each, most of a small
+scope's keyword index, and the Python objects its build spent most of its time creating, issue
+23). Later writes append to per-token lists; a token's postings are the packed ones followed by
+its list's. `export_state` / `from_state` turn the index into plain arrays and back (for the
+persisted snapshots of `stores._index.snapshot`).
 """
 
 from __future__ import annotations
@@ -55,6 +60,12 @@ _SPARSE_SHARE: Final = 4
 """Score sparsely when the query's postings number at most 1/4 of the documents: then the
 query's work is proportional to its postings, not to the scope (a dense pass over 1M documents
 costs about half a millisecond, and the dense path makes about eight)."""
+_PACK_MAX_DOCS: Final = 4096
+"""A first batch of at most this many documents into an empty index is packed (see `Memory`)."""
+_UNPACK_RATIO: Final = 4
+"""Packed postings move into the per-token lists once those hold this many times more."""
+_EMPTY_SLOTS: Final = np.empty(0, dtype=np.int32)
+_EMPTY_WEIGHTS: Final = np.empty(0, dtype=np.float32)
 _REFERENCE_LENGTH: Final = 16.0
 """Document length (in tokens) at which BM25's length normalisation is neutral. A fixed
 reference instead of the collection's average keeps each posting's weight independent of the
@@ -151,8 +162,14 @@ class KeywordIndex:
         self.tokenizer_identity: Final = tokenizer_identity
         self._vocab: dict[str, int] = {}
         """Token to token number."""
-        self._lists: list[_Postings] = []
-        """Postings by token number."""
+        self._lists: dict[int, _Postings] = {}
+        """Postings appended by token number (after the packed ones, if any)."""
+        self._packed_starts = np.zeros(1, dtype=np.int64)
+        """Offsets of the packed postings of token numbers 0 .. len - 2 (see `Memory`)."""
+        self._packed_slots = _EMPTY_SLOTS
+        self._packed_weights = _EMPTY_WEIGHTS
+        self._appended = 0
+        """Postings held in `_lists`."""
         self._dead: dict[int, int] = {}
         """Per token number, postings that belong to removed documents (document frequency is
         the posting count minus this)."""
@@ -175,6 +192,27 @@ class KeywordIndex:
     def __contains__(self, doc_id: int) -> bool:
         return doc_id in self._slot_of
 
+    @property
+    def nbytes(self) -> int:
+        """Approximate bytes held (arrays, posting lists, the vocabulary and the slot map), O(1).
+
+        Per token: its string and a dict slot (about 100 bytes on CPython 3.11), plus about 220
+        for a posting-list object when it has one (not packed); per posting: 8 bytes in the
+        lists and 4 in the per-slot token numbers; per slot: the three arrays and a dict slot
+        with two ints.
+        """
+        postings = len(self._term_ids)
+        arrays = self._doc_ids.nbytes + self._order_keys.nbytes + self._alive.nbytes
+        return (
+            100 * len(self._vocab)
+            + 220 * len(self._lists)
+            + 8 * self._packed_starts.size
+            + 12 * postings
+            + 8 * len(self._term_starts)
+            + arrays
+            + 100 * len(self._slot_of)
+        )
+
     def _reserve(self, slots: int) -> None:
         if slots <= len(self._doc_ids):
             return
@@ -189,9 +227,52 @@ class KeywordIndex:
     def _token_number(self, token: str) -> int:
         number = self._vocab.get(token)
         if number is None:
-            number = self._vocab[token] = len(self._lists)
-            self._lists.append(_Postings())
+            number = self._vocab[token] = len(self._vocab)
         return number
+
+    def _list(self, number: int) -> _Postings:
+        """The appended postings of a token, created on first use."""
+        postings = self._lists.get(number)
+        if postings is None:
+            postings = self._lists[number] = _Postings()
+        return postings
+
+    def _postings(self, number: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]:
+        """A token's slots and weights: the packed ones, then the appended ones."""
+        appended = self._lists.get(number)
+        if number + 1 >= self._packed_starts.size:
+            return appended.views() if appended is not None else (_EMPTY_SLOTS, _EMPTY_WEIGHTS)
+        start, end = int(self._packed_starts[number]), int(self._packed_starts[number + 1])
+        slots, weights = self._packed_slots[start:end], self._packed_weights[start:end]
+        if appended is None or not appended.slots:
+            return slots, weights
+        more_slots, more_weights = appended.views()
+        return np.concatenate((slots, more_slots)), np.concatenate((weights, more_weights))
+
+    def _count(self, number: int) -> int:
+        """A token's postings (live and dead)."""
+        appended = self._lists.get(number)
+        count = len(appended.slots) if appended is not None else 0
+        if number + 1 < self._packed_starts.size:
+            count += int(self._packed_starts[number + 1] - self._packed_starts[number])
+        return count
+
+    def _unpack(self) -> None:
+        """Move the packed postings into the per-token lists (in front of what they hold)."""
+        starts = self._packed_starts.tolist()
+        slots, weights = self._packed_slots, self._packed_weights
+        for number, (start, end) in enumerate(itertools.pairwise(starts)):
+            if end == start:
+                continue
+            postings = _Postings(slots[start:end].tobytes(), weights[start:end].tobytes())
+            appended = self._lists.get(number)
+            if appended is not None:
+                postings.slots.extend(appended.slots)
+                postings.weights.extend(appended.weights)
+            self._lists[number] = postings
+            self._appended += end - start
+        self._packed_starts = np.zeros(1, dtype=np.int64)
+        self._packed_slots, self._packed_weights = _EMPTY_SLOTS, _EMPTY_WEIGHTS
 
     def add_many(
         self,
@@ -243,6 +324,7 @@ class KeywordIndex:
         lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=n)
         docs = np.repeat(np.arange(n, dtype=np.int64), lengths)
         vsize = max(len(vocab), 1)
+        pack = not self._vocab and n <= _PACK_MAX_DOCS
         pairs, tfs = np.unique(docs * vsize + np.asarray(flat, dtype=np.int64), return_counts=True)
         pair_doc, pair_tok = np.divmod(pairs, vsize)  # sorted by document, then token
         number_of = np.fromiter(
@@ -258,14 +340,23 @@ class KeywordIndex:
         tok_sorted = pair_tok[order]
         slots_sorted = (pair_doc[order] + slot0).astype(np.int32)
         weights_sorted = weights[order]
+        if pack:  # the index was empty: its token numbers are this batch's, in order
+            counts = np.bincount(tok_sorted, minlength=len(vocab))
+            self._packed_starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+            self._packed_slots = slots_sorted
+            self._packed_weights = weights_sorted
+            return
         bounds = np.flatnonzero(np.diff(tok_sorted)) + 1
         starts = np.concatenate(([0], bounds)).tolist()
         ends_list = np.concatenate((bounds, [len(tok_sorted)])).tolist()
-        lists = self._lists
         for start, end in zip(starts, ends_list, strict=True):
-            postings = lists[int(number_of[int(tok_sorted[start])])]
+            postings = self._list(int(number_of[int(tok_sorted[start])]))
             postings.slots.frombytes(slots_sorted[start:end].tobytes())
             postings.weights.frombytes(weights_sorted[start:end].tobytes())
+        self._appended += len(tok_sorted)
+        packed = self._packed_slots.size
+        if packed and self._appended > _UNPACK_RATIO * packed:
+            self._unpack()
 
     def add(self, doc_id: int, tokens: Sequence[str], order_key: int = 0) -> None:
         """Index `tokens` under `doc_id`, replacing an earlier version of the same id."""
@@ -277,7 +368,8 @@ class KeywordIndex:
         length_norm = _K1 * (1.0 - _B + _B * len(tokens) / _REFERENCE_LENGTH)
         for tok, tf in counts.items():
             number = self._token_number(tok)
-            postings = self._lists[number]
+            postings = self._list(number)
+            self._appended += 1
             postings.slots.append(slot)
             postings.weights.append(tf * (_K1 + 1.0) / (tf + length_norm))
             self._term_ids.append(number)
@@ -308,24 +400,28 @@ class KeywordIndex:
         alive = self._alive[:size]
         live = np.flatnonzero(alive)
         remap = (np.cumsum(alive) - 1).astype(np.int32)
-        kept: list[_Postings] = []
-        token_remap = np.full(max(len(self._lists), 1), -1, dtype=np.int32)
+        kept: dict[int, _Postings] = {}
+        token_remap = np.full(max(len(self._vocab), 1), -1, dtype=np.int32)
         names = list(self._vocab)
         vocab: dict[str, int] = {}
-        for number, postings in enumerate(self._lists):
-            slots, weights = postings.views()
+        appended = 0
+        for number in range(len(names)):
+            slots, weights = self._postings(number)
             keep = alive[slots]
             if not keep.any():
                 continue
             token_remap[number] = len(kept)
             vocab[names[number]] = len(kept)
-            kept.append(_Postings(remap[slots[keep]].tobytes(), weights[keep].tobytes()))
+            kept[len(kept)] = _Postings(remap[slots[keep]].tobytes(), weights[keep].tobytes())
+            appended += int(keep.sum())
         starts = np.frombuffer(self._term_starts, dtype=np.int64)
         lengths = np.diff(starts)
         owner = np.repeat(np.arange(size), lengths)
         term_ids = token_remap[np.frombuffer(self._term_ids, dtype=np.int32)[alive[owner]]]
         new_starts = np.concatenate(([0], np.cumsum(lengths[live]))).astype(np.int64)
-        self._vocab, self._lists, self._dead = vocab, kept, {}
+        self._vocab, self._lists, self._dead, self._appended = vocab, kept, {}, appended
+        self._packed_starts = np.zeros(1, dtype=np.int64)
+        self._packed_slots, self._packed_weights = _EMPTY_SLOTS, _EMPTY_WEIGHTS
         self._term_ids = array("i", term_ids.astype(np.int32).tobytes())
         self._term_starts = array("q", new_starts.tobytes())
         n = len(live)
@@ -342,17 +438,19 @@ class KeywordIndex:
         if self._n_slots != len(self._slot_of) or self._dead:
             self._compact()
         n = self._n_slots
-        counts = np.fromiter((len(p.slots) for p in self._lists), np.int64, len(self._lists))
+        n_tokens = len(self._vocab)
+        counts = np.fromiter((self._count(k) for k in range(n_tokens)), np.int64, n_tokens)
+        lists = [self._postings(k) for k in range(n_tokens)]
         return KeywordState(
             tokenizer_identity=self.tokenizer_identity,
             tokens=list(self._vocab),
             posting_starts=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
-            slots=np.concatenate(
-                [p.views()[0] for p in self._lists] or [np.empty(0, np.int32)]
-            ).astype(np.int32, copy=False),
-            weights=np.concatenate(
-                [p.views()[1] for p in self._lists] or [np.empty(0, np.float32)]
-            ).astype(np.float32, copy=False),
+            slots=np.concatenate([p[0] for p in lists] or [_EMPTY_SLOTS]).astype(
+                np.int32, copy=False
+            ),
+            weights=np.concatenate([p[1] for p in lists] or [_EMPTY_WEIGHTS]).astype(
+                np.float32, copy=False
+            ),
             doc_ids=self._doc_ids[:n].copy(),
             order_keys=self._order_keys[:n].copy(),
             term_starts=np.frombuffer(self._term_starts, dtype=np.int64).copy(),
@@ -393,7 +491,11 @@ class KeywordIndex:
         index._vocab = {tok: i for i, tok in enumerate(state.tokens)}
         slots, weights = state.slots.tobytes(), state.weights.tobytes()
         bounds = (ps * 4).tolist()
-        index._lists = [_Postings(slots[a:b], weights[a:b]) for a, b in itertools.pairwise(bounds)]
+        index._lists = {
+            k: _Postings(slots[a:b], weights[a:b])
+            for k, (a, b) in enumerate(itertools.pairwise(bounds))
+        }
+        index._appended = int(state.slots.size)
         index._reserve(n)
         index._doc_ids[:n] = state.doc_ids
         index._order_keys[:n] = state.order_keys
@@ -496,12 +598,11 @@ class KeywordIndex:
         matched = []
         for token in query.tokens:
             number = self._vocab.get(token, -1)
-            postings = self._lists[number] if number >= 0 else None
-            df = 0 if postings is None else len(postings.slots) - self._dead.get(number, 0)
+            df = 0 if number < 0 else self._count(number) - self._dead.get(number, 0)
             idf = math.log1p((n_docs - df + 0.5) / (df + 0.5)) if df > 0 else absent_idf
             idf_of[token] = idf
-            if postings is not None and df > 0:
-                matched.append((token, idf, *postings.views()))
+            if df > 0:
+                matched.append((token, idf, *self._postings(number)))
         return matched, idf_of, absent_idf
 
     def _universe(self, lists: list[npt.NDArray[np.int32]]) -> npt.NDArray[np.int32]:

@@ -361,7 +361,10 @@ class VectorIndex:
     def _append(self, ids: _Ids, vectors: _Rows) -> None:
         start, end = self._size, self._size + ids.size
         if end > self._rows.shape[0]:
-            self._reserve(max(end, int(self._rows.shape[0] * _GROWTH), 64))
+            # the first batch reserves only its own rows: most scopes (a user's few dozen
+            # memories) never grow, and 64 rows of 384-d are 96 KiB each (issue 23)
+            first = self._rows.shape[0] == 0
+            self._reserve(end if first else max(end, int(self._rows.shape[0] * _GROWTH), 64))
         self._rows[start:end] = vectors
         self._ids[start:end] = ids
         self._position.update(zip(ids.tolist(), range(start, end), strict=True))

@@ -36,6 +36,7 @@ from langchain_tdai_recall.errors import (
     StoreReadOnlyError,
     StoreWriteError,
 )
+from langchain_tdai_recall.stores._index.cache import SCOPE_SIDE_CACHE, LruDict
 from langchain_tdai_recall.stores.documents import (
     DocumentStore,
     parse_scene_file,
@@ -194,7 +195,7 @@ class FileDocuments(DocumentStore):
         super().__init__()
         self.root = root / "scopes"
         self.read_only = read_only
-        self._context_cache: dict[Scope, _Cached] = {}
+        self._context_cache: LruDict[Scope, _Cached] = LruDict(SCOPE_SIDE_CACHE)
         if not read_only:
             remove_abandoned_temp_files(self.root)
 

@@ -23,6 +23,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from langchain_tdai_recall.stores._index.cache import SCOPE_KEYS_KEPT, LruDict
 from langchain_tdai_recall.stores._sql.dialect import Dialect
 from langchain_tdai_recall.stores._sql.records import SqlRecords, agent_key
 from langchain_tdai_recall.stores.local._connection import SqliteConnection
@@ -76,7 +77,7 @@ class SqliteRecords(SqliteConnection, SqlRecords):
     def __init__(
         self, directory: Path | None, *, synchronous: str = "normal", read_only: bool = False
     ) -> None:
-        self._scope_cache: dict[tuple[str, str], int] = {}
+        self._scope_cache: LruDict[tuple[str, str], int] = LruDict(SCOPE_KEYS_KEPT)
         super().__init__(directory, synchronous=synchronous, read_only=read_only)
 
     # -- the hooks of `SqlRecords` ------------------------------------------------------------

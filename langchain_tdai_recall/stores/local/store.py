@@ -28,6 +28,7 @@ from langchain_tdai_recall.errors import (
     StoreReadOnlyError,
     StoreWriteError,
 )
+from langchain_tdai_recall.stores._index.cache import DEFAULT_INDEX_CACHE_MIB, budget_bytes
 from langchain_tdai_recall.stores._index.snapshot import SnapshotCache, index_cache_dir
 from langchain_tdai_recall.stores._scoped import ScopedStore
 from langchain_tdai_recall.stores.base import LAYERS, Ref
@@ -118,6 +119,9 @@ class MemoryStore(ScopedStore):
         read_only: Serve reads only; writes raise `StoreReadOnlyError`.
         index_cache: Directory of the persisted index snapshots: `"auto"` (the store's
             `index-cache` subdirectory; none for an in-memory store), a path, or `None` (off).
+        index_cache_mib: Budget in MiB of this process's in-memory search indexes (default
+            512; `None`: unbounded). Past it the least recently used scopes' indexes are
+            released and rebuilt from the rows on their next search (`store.index_cache_mib`).
     """
 
     def __init__(
@@ -129,8 +133,10 @@ class MemoryStore(ScopedStore):
         synchronous: str = "normal",
         read_only: bool = False,
         index_cache: Path | str | None = "auto",
+        index_cache_mib: float | None = DEFAULT_INDEX_CACHE_MIB,
     ) -> None:
         _check_arguments(path, tokenizer, embedder_id, synchronous, read_only)
+        budget_bytes(index_cache_mib)  # a bad budget fails before anything is opened
         if path is None and read_only:
             msg = "read_only=True needs a store directory; an in-memory store starts empty"
             raise StoreError(msg)
@@ -160,6 +166,7 @@ class MemoryStore(ScopedStore):
             tokenizer=tokenizer,
             embedder_id=embedder_id,
             read_only=read_only,
+            index_cache_mib=index_cache_mib,
         )
         self.formation = LocalFormationState(self._db)
         """Memory formation's cursors, leases, scene queue and atomic commits (its scope ids

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
+from langchain_tdai_recall.stores._index.cache import SCOPE_KEYS_KEPT, LruDict
 from langchain_tdai_recall.stores._sql.dialect import Dialect
 from langchain_tdai_recall.stores._sql.records import (
     INSERT_MEMORY,
@@ -104,7 +105,7 @@ class PostgresRecords(SqlRecords):
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._scope_cache: dict[tuple[str, str], int] = {}
+        self._scope_cache: LruDict[tuple[str, str], int] = LruDict(SCOPE_KEYS_KEPT)
         self._cache_lock = threading.Lock()
 
     # -- the hooks of `SqlRecords` --------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 `MIGRATIONS` is a list of SQL scripts; `tdai_migrations` records the number of each one applied.
 `setup()` takes a transaction-scoped advisory lock, so several application servers starting at
-once apply each migration exactly once, and applies what is missing in one transaction: a
-database is never left half-migrated. A database migrated by a newer version of the package is
-refused rather than misread.
+once enable pgvector and apply each migration exactly once, and applies what is missing in one
+transaction: a database is never left half-migrated. A database migrated by a newer version of
+the package is refused rather than misread.
 
 Tables are prefixed `tdai_` and live in the connection's current schema (`search_path`), so the
 store can share a database with other applications; put it in its own schema with
@@ -253,9 +253,11 @@ def setup(conn: psycopg.Connection[Any], display: str, *, upto: int | None = Non
         StoreError: If the database was migrated by a newer version, or pgvector is missing.
     """
     target = len(MIGRATIONS) if upto is None else upto
-    _ensure_vector_extension(conn, display)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        # under the lock: two processes opening a fresh database at once would otherwise both
+        # run CREATE EXTENSION, and the second fails on the catalog's unique index
+        _ensure_vector_extension(conn, display)
         conn.execute(_CREATE_MIGRATIONS_TABLE)
         row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM tdai_migrations").fetchone()
         version = int(row[0]) if row else 0

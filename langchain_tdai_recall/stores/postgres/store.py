@@ -28,6 +28,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     _PACKAGE = "psycopg"
     raise MissingDependencyError(_PACKAGE, extra="postgres") from exc
 
+from langchain_tdai_recall.stores._index.cache import DEFAULT_INDEX_CACHE_MIB, budget_bytes
 from langchain_tdai_recall.stores._index.snapshot import SnapshotCache, index_cache_dir
 from langchain_tdai_recall.stores._scoped import ScopedStore
 from langchain_tdai_recall.stores.postgres import _schema
@@ -88,6 +89,9 @@ class PostgresMemoryStore(ScopedStore):
         index_cache: A local directory for persisted snapshots of this process's derived
             indexes, so a large scope's first search after a restart does not re-read every
             row (see `stores._index.snapshot`); `None` or `"auto"` (the default for URLs): off.
+        index_cache_mib: Budget in MiB of this process's in-memory search indexes (default
+            512; `None`: unbounded). Past it the least recently used scopes' indexes are
+            released and rebuilt from the rows on their next search (`store.index_cache_mib`).
 
     Raises:
         ConfigError: If an argument is invalid.
@@ -114,7 +118,9 @@ class PostgresMemoryStore(ScopedStore):
         tokenizer: Tokenizer | None = None,
         embedder_id: str | None = None,
         index_cache: Path | str | None = None,
+        index_cache_mib: float | None = DEFAULT_INDEX_CACHE_MIB,
     ) -> None:
+        budget_bytes(index_cache_mib)  # a bad budget fails before anything is opened
         if not isinstance(url, str) or not url.strip():
             msg = f"url must be a postgresql:// URL, got {type(url).__name__}"
             raise ConfigError(msg)
@@ -140,6 +146,7 @@ class PostgresMemoryStore(ScopedStore):
             tokenizer=tokenizer,
             embedder_id=embedder_id,
             read_only=read_only,
+            index_cache_mib=index_cache_mib,
         )
         self.documents = PostgresDocuments(self.db, self._resolve)
         self.formation = PostgresFormationState(self.db, records)

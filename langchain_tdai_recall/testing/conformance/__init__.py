@@ -22,6 +22,8 @@ What the suite holds a backend to:
 - **Schema migrations**: an older schema is migrated on open, a newer one is refused, and
   opening twice changes nothing.
 - **Documents**, **vector upkeep**, **read-only** and **closed** behaviour, and the async twins.
+- **Index cache**: under a budget smaller than any index, concurrent searches and writes lose
+  nothing and see every change (`cache`).
 
 The suite is split by part: `memories` (same data, same results; scope isolation; generations),
 `documents`, `vectors` (vector upkeep), `lifecycle` (closing, async twins), `formation`

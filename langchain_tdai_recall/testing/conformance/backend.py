@@ -11,6 +11,7 @@ from langchain_tdai_recall.testing.conformance._shared import (
     BackendFactory,
     open_memory,
 )
+from langchain_tdai_recall.testing.conformance.cache import IndexCacheTests
 from langchain_tdai_recall.testing.conformance.documents import DocumentTests
 from langchain_tdai_recall.testing.conformance.erasure import ErasureTests
 from langchain_tdai_recall.testing.conformance.formation import FormationTests
@@ -20,7 +21,13 @@ from langchain_tdai_recall.testing.conformance.vectors import VectorTests
 
 
 class BackendConformance(
-    MemoryTests, DocumentTests, VectorTests, LifecycleTests, FormationTests, ErasureTests
+    MemoryTests,
+    DocumentTests,
+    VectorTests,
+    LifecycleTests,
+    FormationTests,
+    ErasureTests,
+    IndexCacheTests,
 ):
     """Tests every backend passes. Subclass and override the `factory` fixture."""
 

@@ -20,6 +20,7 @@ from langchain_tdai_recall import TdaiMemory
 from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.errors import ConfigError, StoreError, StoreWriteError
 from langchain_tdai_recall.stores.postgres._connection import redact
+from langchain_tdai_recall.stores.postgres._schema import SCHEMA_LOCK
 from langchain_tdai_recall.stores.postgres.store import PostgresMemoryStore
 from langchain_tdai_recall.testing import HashEmbeddings
 from langchain_tdai_recall.testing.postgres import TemporaryPostgres
@@ -160,6 +161,50 @@ def test_a_user_who_may_not_enable_pgvector_is_told_to_ask_an_administrator(
         with psycopg.connect(postgres_server, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             admin.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+def test_first_opens_racing_on_a_fresh_database_enable_pgvector_once(postgres_url: str) -> None:
+    """Issue 23: two application servers opening a fresh database at once both start.
+
+    Another opener holds the schema lock while it creates the extension; the store must wait for
+    it instead of running its own CREATE EXTENSION, which would fail on the catalog's unique
+    index once the other commits (the check for the extension was outside the lock).
+    """
+    errors: list[BaseException] = []
+
+    def open_store() -> None:
+        try:
+            PostgresMemoryStore(postgres_url).close()
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    with psycopg.connect(postgres_url, autocommit=True) as other:
+        assert (
+            other.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None
+        )
+        with other.transaction():
+            other.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            other.execute("CREATE EXTENSION vector")
+            opener = threading.Thread(target=open_store)
+            opener.start()
+            deadline = time.monotonic() + 20
+            with psycopg.connect(postgres_url, autocommit=True) as watch:
+                while time.monotonic() < deadline:  # the opener waits on a lock we hold
+                    waiting = watch.execute(
+                        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+                        "WHERE NOT l.granted AND a.datname = current_database()"
+                    ).fetchone()
+                    if waiting and waiting[0]:
+                        break
+                    time.sleep(0.02)
+                else:
+                    pytest.fail("the opener never waited for the other opener's transaction")
+        opener.join(30)
+    assert not opener.is_alive()
+    assert errors == []
+    with TdaiMemory.open(postgres_url, embeddings=HashEmbeddings(16)) as memory:
+        memory.add_memory("both servers started", id="m", user_id="u")
+        assert memory.get_memory("m", user_id="u") is not None
 
 
 def test_a_frozen_server_degrades_recall_and_bounds_every_call(

@@ -462,6 +462,10 @@ def test_capture_failure_is_logged_not_raised(
     assert any("L0 capture failed" in r.getMessage() for r in caplog.records)
 
 
+def _textless(memory: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in memory.items() if k != "content"}
+
+
 def test_turn_event_and_on_turn_payload(mem: TdaiMemory, collector: EventCollector) -> None:
     received: list[Any] = []
     model = FakeToolCallingChatModel(
@@ -477,7 +481,9 @@ def test_turn_event_and_on_turn_payload(mem: TdaiMemory, collector: EventCollect
         context={"user_id": "alice"},
     )
     (payload,) = received
-    assert collector.events == [(TURN_EVENT, payload)]
+    # the custom event is the payload without the memory texts (recall.trace_memory_text off)
+    traced = {**payload, "memories": [_textless(m) for m in payload["memories"]]}
+    assert collector.events == [(TURN_EVENT, traced)]
     expected = mem.recall(QUESTION, user_id="alice")
     assert expected is not None
     assert payload["user_id"] == "alice"
@@ -512,7 +518,9 @@ async def test_async_turn_event_and_async_on_turn(
     agent = _agent(mem, FakeToolCallingChatModel(script=["ok"]), on_turn=on_turn)
     await agent.ainvoke(user(QUESTION), {"callbacks": [collector]}, context={"user_id": "alice"})
     assert len(received) == 1
-    assert collector.events == [(TURN_EVENT, received[0])]
+    traced = {**received[0], "memories": [_textless(m) for m in received[0]["memories"]]}
+    assert received[0]["memories"] and all("content" in m for m in received[0]["memories"])
+    assert collector.events == [(TURN_EVENT, traced)]
     assert received[0]["l0_recorded"] == 2
 
 

@@ -81,5 +81,7 @@ def test_tools_true_follows_the_store_config(mem: TdaiMemory) -> None:
 
 
 def test_tools_argument_is_validated(mem: TdaiMemory) -> None:
-    with pytest.raises(ConfigError, match="tools must be True or False, got str"):
+    with pytest.raises(
+        ConfigError, match=r"tools must be True, False or a list of memory .*got str"
+    ):
         mem.middleware(tools="no")  # type: ignore[arg-type]

@@ -1,8 +1,13 @@
-"""Every adapter's automatic recall is one `tdai_recall` retriever run, seen by callbacks."""
+"""Every adapter's automatic recall is one `tdai_recall` retriever run, seen by callbacks.
+
+These tests opt in to the memory texts in tracing (`recall.trace_memory_text`), to check the
+documents against what recall injected; `test_trace_privacy.py` checks the default, without them.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
@@ -12,15 +17,24 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.prompts import ChatPromptTemplate
 
-from langchain_tdai_recall import RecallTimeoutError, TdaiMemory, TdaiRecallError
+from langchain_tdai_recall import RecallTimeoutError, TdaiConfig, TdaiMemory, TdaiRecallError
 from langchain_tdai_recall._turn import TurnEvent
 from langchain_tdai_recall._turn import run as recall_run_module
 from langchain_tdai_recall.testing import FakeToolCallingChatModel, HashEmbeddings
 
 from ._helpers import user
+from .conftest import seed
 
 QUESTION = "Which seats do I like on long flights?"
 PROMPT = ChatPromptTemplate.from_messages([("system", "Be brief."), ("human", "{q}")])
+
+
+@pytest.fixture
+def mem() -> Iterator[TdaiMemory]:
+    """Alice's and Bob's memories, with their texts in tracing (`recall.trace_memory_text`)."""
+    config = TdaiConfig(recall={"trace_memory_text": True})
+    with TdaiMemory.open(None, embeddings=HashEmbeddings(dims=64), config=config) as memory:
+        yield seed(memory)
 
 
 class RunCollector(BaseCallbackHandler):

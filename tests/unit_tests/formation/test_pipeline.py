@@ -292,3 +292,21 @@ def test_runs_are_traced_with_token_usage(open_memory: OpenMemory) -> None:
     report = memory.extract()
     assert report.model_calls >= 1 and report.input_tokens > 0 and report.output_tokens > 0
     assert report.total_tokens == report.input_tokens + report.output_tokens
+
+
+def test_scope_locks_are_dropped_when_idle(open_memory: OpenMemory) -> None:
+    """A process serving many users keeps no formation lock for a scope nobody runs (issue 23)."""
+    memory = open_memory()
+    engine = memory._formation.engine  # type: ignore[union-attr]
+    for user in range(20):
+        say(memory, [f"fact {user}"], user_id=f"u{user}")
+    memory.extract()
+    assert engine.held_scope_locks() == 0
+    held = engine.scope_lock(7)
+    assert held.acquire(timeout=0)
+    waiting = engine.scope_lock(7)
+    assert waiting is held  # the same lock while a caller holds it
+    assert not waiting.acquire(timeout=0)
+    assert engine.held_scope_locks() == 1
+    held.release()
+    assert engine.held_scope_locks() == 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.embeddings import Embeddings
@@ -194,3 +195,41 @@ def test_flush_of_a_short_backlog_stays_quiet(caplog: pytest.LogCaptureFixture) 
         with caplog.at_level(logging.INFO, logger="langchain_tdai_recall"):
             assert mem.flush(timeout=60, show_progress=True)
     assert not [r for r in caplog.records if r.getMessage().startswith("flush:")]
+
+
+def test_upkeep_passes_count_and_list_only_rows_without_a_vector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 23: after opening, a pass never scans every row (`vector IS NULL OR embedder ...`).
+
+    Each pass used to count every row whose vector is missing *or another embedder's* (a full
+    table scan on PostgreSQL, seconds on millions of rows, every write and every 300 s); with
+    no foreign vectors there is nothing but missing vectors to find, which a partial index serves.
+    """
+    with TdaiMemory.open(None, embeddings=HashEmbeddings(16)) as mem:
+        mem.add_memories([{"content": f"note {i} on plums"} for i in range(20)], user_id="u")
+        assert mem.flush(timeout=30)
+        store = mem._store
+        full_counts: list[object] = []
+        listings: list[bool] = []
+        count, listing = store.pending_vector_count, store.pending_vectors
+
+        def spy_count(scope: object = None) -> int:
+            full_counts.append(scope)
+            return count(scope)  # type: ignore[arg-type]
+
+        def spy_list(layer: Any, *, after: Any, limit: int, stale: bool) -> Any:
+            listings.append(stale)
+            return listing(layer, after=after, limit=limit, stale=stale)
+
+        monkeypatch.setattr(store, "pending_vector_count", spy_count)
+        monkeypatch.setattr(store, "pending_vectors", spy_list)
+        for i in range(4):
+            mem.add_memory(f"later note {i} on pears", user_id="u")
+            assert mem.flush(timeout=30)
+        assert listings and not any(listings)  # rows without a vector only
+        assert full_counts == []
+        monkeypatch.undo()
+        assert mem.stats().pending_vectors == 0
+        hits = mem.search_memories("later note 3 on pears", user_id="u")
+        assert hits and hits[0].embedding_score is not None
