@@ -24,6 +24,7 @@ from langchain_tdai_recall._exchange.records import (
 from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.embeddings import DefaultEmbeddings
 from langchain_tdai_recall.errors import ConfigError
+from langchain_tdai_recall.stores import LocalMemoryStore
 from langchain_tdai_recall.testing import (
     FailingEmbeddings,
     HashEmbeddings,
@@ -408,3 +409,26 @@ def test_an_upstream_record_over_the_bound_is_skipped_with_its_reason(
     report = memory.import_upstream(root)
     assert [r.id for r in memory.list_memories()] == ["m_ok"]
     assert any("m_long" in s and f"over {MAX_CONTENT_CHARS}" in s for s in report.skipped)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"path": 5}, "path must be a directory"),
+        ({"path": None, "synchronous": "x"}, "synchronous must be 'normal' or 'full'"),
+        ({"path": None, "tokenizer": "bigram"}, "tokenizer must be a Tokenizer"),
+        ({"path": None, "embedder_id": 5}, "embedder_id must be a string"),
+        ({"path": None, "read_only": "yes"}, "read_only must be True or False"),
+    ],
+)
+def test_the_local_store_refuses_wrong_arguments(kwargs: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ConfigError, match=f"LocalMemoryStore: {fragment}"):
+        LocalMemoryStore(**kwargs)
+
+
+def test_the_local_store_takes_a_string_path(tmp_path: Path) -> None:
+    store = LocalMemoryStore(str(tmp_path / "s"))  # type: ignore[arg-type]
+    try:
+        assert store.path == tmp_path / "s"
+    finally:
+        store.close()

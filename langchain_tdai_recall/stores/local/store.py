@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 
 from langchain_tdai_recall.errors import (
+    ConfigError,
     StoreClosedError,
     StoreError,
     StoreReadOnlyError,
@@ -44,6 +45,26 @@ logger = logging.getLogger(__name__)
 
 INDEX_CACHE_DIRNAME = "index-cache"
 """Subdirectory of a store directory that holds its index snapshots (`index_cache="auto"`)."""
+
+
+def _check_arguments(
+    path: object, tokenizer: object, embedder_id: object, synchronous: object, read_only: object
+) -> None:
+    """Refuse a wrongly typed constructor argument, naming it (before any file is touched)."""
+    problem = None
+    if path is not None and not isinstance(path, str | os.PathLike):
+        problem = f"path must be a directory (str or Path) or None, got {type(path).__name__}"
+    elif tokenizer is not None and not isinstance(tokenizer, Tokenizer):
+        problem = f"tokenizer must be a Tokenizer or None, got {type(tokenizer).__name__}"
+    elif embedder_id is not None and not isinstance(embedder_id, str):
+        problem = f"embedder_id must be a string or None, got {type(embedder_id).__name__}"
+    elif synchronous not in ("normal", "full"):
+        problem = f"synchronous must be 'normal' or 'full', got {synchronous!r:.40}"
+    elif not isinstance(read_only, bool):
+        problem = f"read_only must be True or False, got {read_only!r:.40}"
+    if problem is not None:
+        msg = f"LocalMemoryStore: {problem}"
+        raise ConfigError(msg)
 
 
 def _prepare_directory(path: Path, *, read_only: bool) -> Path:
@@ -114,12 +135,13 @@ class MemoryStore(ScopedStore):
         index_cache: Path | str | None = "auto",
         index_cache_mib: float | None = DEFAULT_INDEX_CACHE_MIB,
     ) -> None:
+        _check_arguments(path, tokenizer, embedder_id, synchronous, read_only)
         budget_bytes(index_cache_mib)  # a bad budget fails before anything is opened
         if path is None and read_only:
             msg = "read_only=True needs a store directory; an in-memory store starts empty"
             raise StoreError(msg)
         if path is not None:
-            path = _prepare_directory(path, read_only=read_only)
+            path = _prepare_directory(Path(path), read_only=read_only)
         self.path = path
         self._db = SqliteRecords(path, synchronous=synchronous, read_only=read_only)
         try:

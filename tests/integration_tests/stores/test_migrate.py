@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,12 @@ def test_the_migrate_command_copies_and_reports(
     _filled_directory(tmp_path / "a")
     assert main(["migrate", "--from", str(tmp_path / "a"), "--to", postgres_url]) == 0
     out = capsys.readouterr().out
-    assert "memories: 14" in out and "messages: 6" in out
+    assert "copied: memories 14, messages 6, personas 2, scenes 3" in out
+    assert "already equal: rows 0, personas 0, scenes 0" in out
+    assert main(["migrate", "--from", str(tmp_path / "a"), "--to", postgres_url, "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["memories"], again["messages"], again["personas"], again["scenes"]) == (0,) * 4
+    assert (again["skipped"], again["personas_equal"], again["scenes_equal"]) == (20, 2, 3)
     assert (
         main(
             ["--store", postgres_url, "--embeddings", "hash", "search", "peanut", "--user", "alice"]
