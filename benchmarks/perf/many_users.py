@@ -112,11 +112,12 @@ def serve(  # noqa: PLR0915 - one measurement, step by step
         out["rss_open_mib"] = round(_rss_mib(), 1)
         samples: list[dict[str, float]] = []
         cold: list[float] = []
-        step = max(users // 100, 1)
+        served = min(args.serve_users or users, users)
+        step = max(served // 100, 1)
         started = time.perf_counter()
-        for u in range(users):
+        for u in range(served):
             ms, built = _recall(memory, _user(u), queries[u % len(queries)])
-            if u >= users // 2:
+            if u >= served // 2:
                 cold.append(ms)
             if u % step == step - 1:
                 stats = memory.stats(user_id=_user(u)).index_cache
@@ -133,9 +134,11 @@ def serve(  # noqa: PLR0915 - one measurement, step by step
                 )
                 if u % (step * 10) == step * 10 - 1:
                     print(f"  served {u + 1} users: {samples[-1]}", flush=True)
-        half = next(s for s in samples if s["users"] >= users // 2)
+        half = next(s for s in samples if s["users"] >= served // 2)
         last = samples[-1]
+        out["served_in_turn"] = served
         out["rss_samples"] = samples
+        print(json.dumps({k: v for k, v in out.items() if k != "rss_samples"}), flush=True)
         out["rss_at_half_mib"] = half["rss_mib"]
         out["rss_at_end_mib"] = last["rss_mib"]
         out["growth_mib_per_1000_users_second_half"] = round(
@@ -149,9 +152,9 @@ def serve(  # noqa: PLR0915 - one measurement, step by step
         out["first_touch_recall_ms_second_half"] = {"p50": _pct(cold, 50), "p99": _pct(cold, 99)}
         held = memory.stats(user_id=_user(0)).index_cache
         assert held is not None
-        tail = max(min(1000, held.entries // 2, users // 4), 1)  # still resident
+        tail = max(min(1000, held.entries // 2, served // 4), 1)  # still resident
         resident, resident_built = [], 0
-        for u in range(users - tail, users):
+        for u in range(served - tail, served):
             ms, built = _recall(memory, _user(u), queries[(u * 7) % len(queries)])
             resident.append(ms)
             resident_built += built
@@ -181,6 +184,7 @@ def serve(  # noqa: PLR0915 - one measurement, step by step
             ms, built = _recall(memory, _user(ranks[rank]), queries[k % len(queries)])
             (zipf_cold if built else zipf_warm).append(ms)
             zipf_hit += not built
+        print(json.dumps({"resident": out["resident_recall_ms"], "cold": out["cold_recall_ms"]}))
         out["zipf"] = {
             "requests": args.zipf,
             "s": args.zipf_s,
@@ -190,6 +194,7 @@ def serve(  # noqa: PLR0915 - one measurement, step by step
             "all_p50_ms": _pct(zipf_warm + zipf_cold, 50),
             "all_p99_ms": _pct(zipf_warm + zipf_cold, 99),
         }
+        print(json.dumps(out["zipf"]), flush=True)
         fresh, add_s, search_s = 0, 0.0, 0.0
         for w in range(args.writes):
             user = _user(rng.randrange(users))
@@ -270,6 +275,9 @@ def main() -> None:
     parser.add_argument("--zipf", type=int, default=20_000)
     parser.add_argument("--zipf-s", type=float, default=1.1)
     parser.add_argument("--writes", type=int, default=500)
+    parser.add_argument(
+        "--serve-users", type=int, default=0, help="recall in turn for the first N users only"
+    )
     parser.add_argument("--store", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--md", type=Path, default=None)
