@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -292,18 +293,7 @@ class Searcher:
         embedder): then the call is skipped instead of queueing behind them, so concurrent
         recalls degrade to keyword search within their budget.
         """
-        if self.embeddings is None:
-            return QueryVector(None, "no embedder configured")
-        if timeout_ms <= 0:
-            return QueryVector(None, "no time left for the query embedding")
-        stuck = self._stuck()
-        if stuck >= STUCK_EMBEDDINGS:
-            return QueryVector(
-                None, f"embedder unresponsive ({stuck} query embeddings still running)"
-            )
-        future = self._executor.submit(self.embeddings.embed_query, text[: self._max_input_chars])
-        self._track(future, time.monotonic() + timeout_ms / 1000.0)
-        return QueryEmbedding(future, timeout_ms / 1000.0)
+        return self._start(lambda e: e.embed_query(text[: self._max_input_chars]), timeout_ms)
 
     def start_query_embeddings(
         self, texts: list[str], *, timeout_ms: float
@@ -313,7 +303,15 @@ class Searcher:
         The embedder's `embed_queries` when it has one, else one `embed_query` after the other
         on the same thread. The running call's answer is read with `QueryEmbedding.vectors`.
         """
-        if self.embeddings is None:
+        cut = [t[: self._max_input_chars] for t in texts]
+        return self._start(lambda e: _embed_queries(e, cut), timeout_ms)
+
+    def _start(
+        self, call: Callable[[Embeddings], object], timeout_ms: float
+    ) -> QueryEmbedding | QueryVector:
+        """`call(embedder)` started on the embedder's threads, unless there is no point."""
+        embeddings = self.embeddings
+        if embeddings is None:
             return QueryVector(None, "no embedder configured")
         if timeout_ms <= 0:
             return QueryVector(None, "no time left for the query embedding")
@@ -322,8 +320,7 @@ class Searcher:
             return QueryVector(
                 None, f"embedder unresponsive ({stuck} query embeddings still running)"
             )
-        cut = [t[: self._max_input_chars] for t in texts]
-        future = self._executor.submit(_embed_queries, self.embeddings, cut)
+        future = self._executor.submit(call, embeddings)
         self._track(future, time.monotonic() + timeout_ms / 1000.0)
         return QueryEmbedding(future, timeout_ms / 1000.0)
 
