@@ -14,6 +14,7 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from langchain_tdai_recall.errors import ConfigError
 from langchain_tdai_recall.stores._index.cache import DEFAULT_INDEX_CACHE_MIB, budget_bytes
 from langchain_tdai_recall.stores.base import (
     LAYERS,
@@ -30,6 +31,7 @@ from langchain_tdai_recall.stores.records import (
     PendingVector,
     RecordBackend,
 )
+from langchain_tdai_recall.text.tokenize import Tokenizer
 from langchain_tdai_recall.types import (
     ErasedScope,
     IndexCacheStats,
@@ -47,9 +49,24 @@ if TYPE_CHECKING:
 
     from langchain_tdai_recall.stores._index.layer import LayerIndex
     from langchain_tdai_recall.stores._index.snapshot import SnapshotCache
-    from langchain_tdai_recall.text.tokenize import Tokenizer
 
-__all__ = ["ScopedStore"]
+__all__ = ["ScopedStore", "check_store_arguments"]
+
+
+def check_store_arguments(
+    store: str, *, tokenizer: object, embedder_id: object, read_only: object
+) -> None:
+    """Refuse a wrongly typed argument every backend takes, naming it, before anything is opened."""
+    problem = None
+    if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
+        problem = f"tokenizer must be a Tokenizer or None, got {type(tokenizer).__name__}"
+    elif embedder_id is not None and not isinstance(embedder_id, str):
+        problem = f"embedder_id must be a string or None, got {type(embedder_id).__name__}"
+    elif not isinstance(read_only, bool):
+        problem = f"read_only must be True or False, got {read_only!r:.40}"
+    if problem is not None:
+        msg = f"{store}: {problem}"
+        raise ConfigError(msg)
 
 
 class ScopedStore(BaseMemoryStore):

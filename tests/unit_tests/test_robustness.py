@@ -24,7 +24,7 @@ from langchain_tdai_recall._exchange.records import (
 from langchain_tdai_recall.cli import main
 from langchain_tdai_recall.embeddings import DefaultEmbeddings
 from langchain_tdai_recall.errors import ConfigError
-from langchain_tdai_recall.stores import LocalMemoryStore
+from langchain_tdai_recall.stores import LocalMemoryStore, PostgresMemoryStore
 from langchain_tdai_recall.testing import (
     FailingEmbeddings,
     HashEmbeddings,
@@ -432,3 +432,20 @@ def test_the_local_store_takes_a_string_path(tmp_path: Path) -> None:
         assert store.path == tmp_path / "s"
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"read_only": "yes"}, "read_only must be True or False"),
+        ({"tokenizer": "bigram"}, "tokenizer must be a Tokenizer"),
+        ({"embedder_id": 5}, "embedder_id must be a string"),
+    ],
+)
+def test_the_postgres_store_refuses_wrong_arguments_before_connecting(
+    kwargs: dict[str, Any], fragment: str
+) -> None:
+    # nothing listens there, and the unit tests block TCP: only a check made before connecting
+    # can answer with the argument's name
+    with pytest.raises(ConfigError, match=f"PostgresMemoryStore: {fragment}"):
+        PostgresMemoryStore("postgresql://tdai@127.0.0.1:9/none", **kwargs)

@@ -30,7 +30,7 @@ from langchain_tdai_recall.errors import (
 )
 from langchain_tdai_recall.stores._index.cache import DEFAULT_INDEX_CACHE_MIB, budget_bytes
 from langchain_tdai_recall.stores._index.snapshot import SnapshotCache, index_cache_dir
-from langchain_tdai_recall.stores._scoped import ScopedStore
+from langchain_tdai_recall.stores._scoped import ScopedStore, check_store_arguments
 from langchain_tdai_recall.stores.base import LAYERS, Ref
 from langchain_tdai_recall.stores.documents import DocumentStore, InMemoryDocuments
 from langchain_tdai_recall.stores.local._documents import FileDocuments
@@ -54,17 +54,14 @@ def _check_arguments(
     problem = None
     if path is not None and not isinstance(path, str | os.PathLike):
         problem = f"path must be a directory (str or Path) or None, got {type(path).__name__}"
-    elif tokenizer is not None and not isinstance(tokenizer, Tokenizer):
-        problem = f"tokenizer must be a Tokenizer or None, got {type(tokenizer).__name__}"
-    elif embedder_id is not None and not isinstance(embedder_id, str):
-        problem = f"embedder_id must be a string or None, got {type(embedder_id).__name__}"
     elif synchronous not in ("normal", "full"):
         problem = f"synchronous must be 'normal' or 'full', got {synchronous!r:.40}"
-    elif not isinstance(read_only, bool):
-        problem = f"read_only must be True or False, got {read_only!r:.40}"
     if problem is not None:
         msg = f"LocalMemoryStore: {problem}"
         raise ConfigError(msg)
+    check_store_arguments(
+        "LocalMemoryStore", tokenizer=tokenizer, embedder_id=embedder_id, read_only=read_only
+    )
 
 
 def _prepare_directory(path: Path, *, read_only: bool) -> Path:

@@ -30,7 +30,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
 
 from langchain_tdai_recall.stores._index.cache import DEFAULT_INDEX_CACHE_MIB, budget_bytes
 from langchain_tdai_recall.stores._index.snapshot import SnapshotCache, index_cache_dir
-from langchain_tdai_recall.stores._scoped import ScopedStore
+from langchain_tdai_recall.stores._scoped import ScopedStore, check_store_arguments
 from langchain_tdai_recall.stores.postgres import _schema
 from langchain_tdai_recall.stores.postgres._connection import Database, redact
 from langchain_tdai_recall.stores.postgres._documents import PostgresDocuments
@@ -126,6 +126,9 @@ class PostgresMemoryStore(ScopedStore):
             raise ConfigError(msg)
         _check_number("timeout_ms", timeout_ms, 100, 600_000)
         _check_number("pool_size", pool_size, 1, 100)
+        check_store_arguments(
+            "PostgresMemoryStore", tokenizer=tokenizer, embedder_id=embedder_id, read_only=read_only
+        )
         self._display = redact(url)
         self.db = Database(url, timeout_s=timeout_ms / 1000, min_size=1, max_size=pool_size)
         try:
