@@ -192,26 +192,25 @@ def create_memory_tools(
         "run_budgets": RunBudgets(limit),
     }
     tools: list[BaseTool] = []
-    if MEMORY_SEARCH_TOOL in chosen:
-        text = _MEMORY_SEARCH_DESCRIPTION if both else _MEMORY_SEARCH_ALONE
-        tools.append(
-            _MemorySearchTool(
-                description=text.format(limit=limit),
-                handle_validation_error=_validation_handler(MEMORY_SEARCH_TOOL),
-                **_alone(MEMORY_SEARCH_TOOL, both),
-                **shared,
+    searches: tuple[tuple[str, type[BaseTool], str, str], ...] = (
+        (MEMORY_SEARCH_TOOL, _MemorySearchTool, _MEMORY_SEARCH_DESCRIPTION, _MEMORY_SEARCH_ALONE),
+        (
+            CONVERSATION_SEARCH_TOOL,
+            _ConversationSearchTool,
+            _CONVERSATION_SEARCH_DESCRIPTION,
+            _CONVERSATION_SEARCH_ALONE,
+        ),
+    )
+    for name, tool_class, beside_other, alone in searches:
+        if name in chosen:
+            tools.append(
+                tool_class(
+                    description=(beside_other if both else alone).format(limit=limit),
+                    handle_validation_error=_validation_handler(name),
+                    **_alone(name, both),
+                    **shared,
+                )
             )
-        )
-    if CONVERSATION_SEARCH_TOOL in chosen:
-        text = _CONVERSATION_SEARCH_DESCRIPTION if both else _CONVERSATION_SEARCH_ALONE
-        tools.append(
-            _ConversationSearchTool(
-                description=text.format(limit=limit),
-                handle_validation_error=_validation_handler(CONVERSATION_SEARCH_TOOL),
-                **_alone(CONVERSATION_SEARCH_TOOL, both),
-                **shared,
-            )
-        )
     if READ_SCENE_TOOL in chosen:
         tools.append(
             _ReadSceneTool(

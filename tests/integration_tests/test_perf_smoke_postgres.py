@@ -9,30 +9,27 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.unit_tests.test_perf_smoke import PERF
 
 
-def test_postgres_script_runs_tiny(tmp_path: Path, postgres_server: str) -> None:
-    out = tmp_path / "pg.json"
+def _run_tiny(script: str, out: Path, *args: str) -> dict[str, Any]:
+    """Run a perf script with `--tiny` and the given arguments; its JSON report."""
     subprocess.run(
-        [
-            sys.executable,
-            str(PERF / "postgres.py"),
-            "--tiny",
-            "--readers",
-            "2",
-            "--url",
-            postgres_server,
-            "--out",
-            str(out),
-        ],
+        [sys.executable, str(PERF / script), "--tiny", *args, "--out", str(out)],
         check=True,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    report = json.loads(out.read_text(encoding="utf-8"))
+    report: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return report
+
+
+def test_postgres_script_runs_tiny(tmp_path: Path, postgres_server: str) -> None:
+    out = tmp_path / "pg.json"
+    report = _run_tiny("postgres.py", out, "--readers", "2", "--url", postgres_server)
     (one,) = report["one_scope"]
     assert one["identical_hits_and_scores"] is True
     assert one["postgres"]["search_excl_embedding"]["p50_ms"] > 0
@@ -45,22 +42,7 @@ def test_postgres_script_runs_tiny(tmp_path: Path, postgres_server: str) -> None
 
 def test_many_users_script_runs_tiny(tmp_path: Path, postgres_server: str) -> None:
     out = tmp_path / "mu.json"
-    subprocess.run(
-        [
-            sys.executable,
-            str(PERF / "postgres_many_users.py"),
-            "--tiny",
-            "--url",
-            postgres_server,
-            "--out",
-            str(out),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    report = json.loads(out.read_text(encoding="utf-8"))
+    report = _run_tiny("postgres_many_users.py", out, "--url", postgres_server)
     assert report["load"]["bytes_per_user"] > 0
     (phase,) = report["phases"]
     assert phase["procs"] == 2

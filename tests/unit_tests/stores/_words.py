@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import random
 
+from langchain_tdai_recall.stores._index.keyword import KeywordHits
+
 WORDS = [
     "coffee",
     "tea",
@@ -31,3 +33,15 @@ WORDS = [
 def phrase(rng: random.Random, shortest: int, longest: int) -> str:
     """Between `shortest` and `longest` words of `WORDS`, drawn with `rng`."""
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(shortest, longest)))
+
+
+def hit_fields(hits: KeywordHits) -> tuple[object, ...]:
+    """Every field of keyword hits as plain values, to compare two searches exactly."""
+    return (
+        hits.ids.tolist(),
+        hits.coverage.tolist(),
+        hits.ranked.tolist(),
+        hits.bm25.tolist(),
+        hits.found,
+        hits.scope_coverage,
+    )

@@ -7,31 +7,22 @@ import random
 import numpy as np
 import pytest
 
-from langchain_tdai_recall.stores._index.keyword import KeywordHits, KeywordIndex
+from langchain_tdai_recall.stores._index.keyword import KeywordIndex
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 
-from ._words import phrase
+from ._words import hit_fields, phrase
 
 _QUERIES = ["piano", "花生 过敏", "Lyon trip morning", "海边的蛋糕", "unknown words", "dog"]
-
-
-def _fields(hits: KeywordHits) -> tuple[object, ...]:
-    return (
-        hits.ids.tolist(),
-        hits.coverage.tolist(),
-        hits.ranked.tolist(),
-        hits.bm25.tolist(),
-        hits.found,
-        hits.scope_coverage,
-    )
 
 
 def _same(packed: KeywordIndex, plain: KeywordIndex, ids: list[int]) -> None:
     tokenizer = get_tokenizer("bigram")
     for q in _QUERIES:
         query = tokenizer.query(q)
-        assert _fields(packed.search(query, limit=10)) == _fields(plain.search(query, limit=10))
-        assert _fields(packed.score(query, ids[:50])) == _fields(plain.score(query, ids[:50]))
+        assert hit_fields(packed.search(query, limit=10)) == hit_fields(
+            plain.search(query, limit=10)
+        )
+        assert hit_fields(packed.score(query, ids[:50])) == hit_fields(plain.score(query, ids[:50]))
     a, b = packed.export_state(), plain.export_state()
     assert a.tokens == b.tokens
     for field in ("posting_starts", "slots", "weights", "doc_ids"):  # term order may differ

@@ -8,21 +8,10 @@ import numpy as np
 import pytest
 
 from langchain_tdai_recall.stores._index import keyword as _keyword
-from langchain_tdai_recall.stores._index.keyword import KeywordHits, KeywordIndex
+from langchain_tdai_recall.stores._index.keyword import KeywordIndex
 from langchain_tdai_recall.text.tokenize import get_tokenizer
 
-from ._words import phrase
-
-
-def _fields(hits: KeywordHits) -> tuple[object, ...]:
-    return (
-        hits.ids.tolist(),
-        hits.coverage.tolist(),
-        hits.ranked.tolist(),
-        hits.bm25.tolist(),
-        hits.found,
-        hits.scope_coverage,
-    )
+from ._words import hit_fields, phrase
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -45,9 +34,9 @@ def test_sparse_and_dense_scoring_agree(seed: int, monkeypatch: pytest.MonkeyPat
             monkeypatch.setattr(_keyword, "_SPARSE_SHARE", 0 if sparse else 4)
             results.append(
                 [
-                    _fields(index.search(query, limit=12, also=also)),
-                    _fields(index.search(query, limit=5, allowed=allowed, also=also)),
-                    _fields(index.search(query, limit=0, also=also[:3])),
+                    hit_fields(index.search(query, limit=12, also=also)),
+                    hit_fields(index.search(query, limit=5, allowed=allowed, also=also)),
+                    hit_fields(index.search(query, limit=0, also=also[:3])),
                 ]
             )
         assert results[0] == results[1]
